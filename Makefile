@@ -1,0 +1,38 @@
+# bertkit — fresh machine: `make quickstart` (set up + a short real fine-tune) or `make test` (set up + tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Real data: $BERTKIT_DATA_DIR, defaulting to ../shared/data when it exists.
+BERTKIT_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+export BERTKIT_DATA_DIR
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+# Quickstart: packaged MiniLM, real SST-2, 1 epoch on the first QUICK_SAMPLES training sentences.
+QUICK_SAMPLES ?= 20000
+
+.PHONY: setup test quickstart lint clean
+
+setup: $(VENV)/.installed
+
+# torch is pinned to the CPU build through constraints.txt, so no dependency can pull a CUDA build.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	touch $@
+
+test: setup
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/ruff check bertkit tests examples benchmarks
+
+quickstart: setup
+	@if [ -z "$(BERTKIT_DATA_DIR)" ] || [ ! -d "$(BERTKIT_DATA_DIR)/sst2" ]; then \
+	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv" \
+	       "(GLUE format), e.g.  make quickstart BERTKIT_DATA_DIR=/path/to/data"; exit 2; fi
+	$(OFFLINE) $(BIN)/bertkit finetune sst2 --model minilm-l6 --epochs 1 --max-train-samples $(QUICK_SAMPLES) \
+	  --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
+
+lint: setup
+	$(BIN)/ruff check bertkit tests examples benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,22 @@
+"""bertkit: the BERT paper's recipes, one command each, on Hugging Face transformers + accelerate.
+
+Notebook use:
+```python
+>>> import bertkit
+>>> clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
+>>> cfg = bertkit.FinetuneConfig(epochs=1, output_dir="runs/demo", precision="auto")
+>>> bertkit.Trainer(clf, cfg).fit({"text": texts, "label": labels}, {"dev": {"text": dev, "label": dev_labels}})
+>>> clf.predict(["a gripping, funny film"])
+```
+"""
+
+__version__ = "0.1.0"
+
+from .config import FinetuneConfig, load_recipe  # noqa: E402
+from .errors import BertkitError, DataError  # noqa: E402
+from .metrics import compute_metrics, resolve_metrics  # noqa: E402
+from .tasks import Adapter, SequenceClassification, adapter_for_checkpoint  # noqa: E402
+from .train import Trainer  # noqa: E402
+
+__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "SequenceClassification", "Trainer",
+           "adapter_for_checkpoint", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]

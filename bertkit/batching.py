@@ -1,0 +1,33 @@
+"""Deterministic batch orders: length-grouped shuffles for training, length-sorted batches for inference.
+
+The order of an epoch depends only on (seed, epoch), so a resumed run replays exactly the same batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def train_batches(lengths, batch_size: int, seed: int, epoch: int, group_by_length: bool = True,
+                  megabatch: int = 50) -> list[list[int]]:
+    """Shuffle, then (optionally) sort by length inside megabatches of `megabatch` batches, then shuffle batches.
+
+    Grouping cuts padding (each batch holds similar lengths) while the batch order stays random.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    if group_by_length:
+        lengths = np.asarray(lengths)
+        size = batch_size * megabatch
+        chunks = [order[i:i + size] for i in range(0, len(order), size)]
+        order = np.concatenate([c[np.argsort(-lengths[c], kind="stable")] for c in chunks])
+    batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    if group_by_length:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def sorted_batches(lengths, batch_size: int) -> list[list[int]]:
+    """Batches of similar length (longest first) for inference; callers restore the original order."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    return [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]

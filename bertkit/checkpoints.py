@@ -1,0 +1,78 @@
+"""Resumable training checkpoints: written to a temporary name, renamed, then the `latest` pointer is updated.
+
+Layout under `<run>/checkpoints/`: `step-0000500/` (accelerate state: model.safetensors, optimizer, scheduler,
+RNG states; plus `trainer_state.json`), `latest` (a text file naming the newest complete checkpoint), and `best/`
+(a plain Hugging Face folder of the best model so far).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from safetensors import safe_open
+
+from .utils import atomic_path
+
+STATE_FILE = "trainer_state.json"
+
+
+def save(accelerator, root: Path, step: int, state: dict, keep: int) -> Path:
+    """Save on every process (accelerate writes per-process RNG files); rename and point on the main one."""
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:07d}"
+    tmp = root / f".step-{step:07d}.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp), safe_serialization=True)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        with atomic_path(root / "latest") as p:  # the pointer moves last
+            p.write_text(final.name + "\n")
+        for old in sorted(root.glob("step-*"))[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _is_complete(path: Path) -> str | None:
+    """None if `path` is a loadable checkpoint, else the reason it is not."""
+    try:
+        json.loads((path / STATE_FILE).read_text())
+        weights = list(path.glob("model*.safetensors"))
+        if not weights:
+            return "no model weights"
+        for w in weights:
+            with safe_open(str(w), framework="pt") as f:
+                f.keys()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def find_resumable(root: Path, log=print) -> Path | None:
+    """The checkpoint `latest` names, or, if it is damaged, the newest complete one before it."""
+    if not root.is_dir():
+        return None
+    candidates = sorted(root.glob("step-*"), reverse=True)
+    pointer = root / "latest"
+    if pointer.is_file():
+        named = root / pointer.read_text().strip()
+        if named in candidates:
+            candidates.remove(named)
+            candidates.insert(0, named)
+    for path in candidates:
+        reason = _is_complete(path)
+        if reason is None:
+            return path
+        log(f"checkpoint {path} is damaged ({reason}); falling back to an earlier one")
+    return None
+
+
+def load_state(path: Path) -> dict:
+    return json.loads((path / STATE_FILE).read_text())

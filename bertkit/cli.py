@@ -1,0 +1,37 @@
+"""The `bertkit` command: argparse subcommands, each registered by its module in `bertkit/commands/`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .commands import evaluate, finetune, predict
+from .errors import EXIT_USER_ERROR, BertkitError
+
+COMMANDS = [finetune, evaluate, predict]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertkit", description="The BERT paper's recipes, one command each.")
+    parser.add_argument("--version", action="version", version=f"bertkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BertkitError as e:
+        print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

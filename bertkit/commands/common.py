@@ -1,0 +1,27 @@
+"""Pieces shared by the inference commands (evaluate, predict)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_inference_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a fine-tuned run folder (or any Hugging Face checkpoint)")
+    p.add_argument("--batch-size", type=int, default=128, help="examples per batch (default 128)")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="auto = bf16 where supported")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="also load pickle (.bin) weights; only for checkpoints you trust")
+
+
+def load_for_inference(args):
+    """The adapter matching the checkpoint's head, on the best device, with its resolved precision."""
+    import torch
+
+    from ..models import resolve_precision
+    from ..tasks import adapter_for_checkpoint
+
+    adapter = adapter_for_checkpoint(args.model, allow_pickle=args.allow_pickle)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    adapter.model.to(device)
+    return adapter, resolve_precision(args.precision, device)

@@ -1,0 +1,88 @@
+"""`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import BertkitError, DataError
+from .common import add_inference_flags, load_for_inference
+
+EXAMPLE = """example:
+  echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
+  bertkit predict --model runs/sst2 --input ../shared/data/sst2/dev.tsv --output dev_predictions.jsonl --probs
+"""
+TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "question")
+PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "question": "context"}
+
+
+def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str | None) -> dict:
+    """Texts (and pairs) from plain text (one per line), TSV, CSV, JSONL or parquet."""
+    from ..data import read_classification_file, read_rows
+
+    if fmt == "auto":
+        fmt = "text" if source == "-" or Path(source).suffix.lower() in ("", ".txt") else "table"
+    if fmt == "text":
+        name = "<stdin>" if source == "-" else source
+        if source == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise DataError("file not found", file=path)
+            try:
+                lines = path.read_text(encoding="utf-8-sig").splitlines()
+            except UnicodeDecodeError:
+                raise DataError("not UTF-8 text", file=path) from None
+        texts = []
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                raise DataError("empty text (one text per line; remove blank lines)", file=name, line=n)
+            texts.append(line.strip())
+        if not texts:
+            raise DataError("no input text", file=name)
+        return {"text": texts}
+    if source == "-":
+        raise BertkitError("reading a table from standard input is not supported; give a file")
+    header = read_rows(Path(source))[0][1]
+    column = text_column or next((c for c in TEXT_COLUMNS if c in header), None)
+    if column is None:
+        raise DataError(f"no text column found (tried {', '.join(TEXT_COLUMNS)}); pass --text-column",
+                        file=source, line=1)
+    pair = pair_column or (PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header else None)
+    return read_classification_file(Path(source), column, None, None, text_pair_column=pair)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..utils import atomic_path
+
+    inputs = read_inputs(args.input, args.format, args.text_column, args.text_pair_column)
+    adapter, precision = load_for_inference(args)
+    preds = adapter.predict(inputs["text"], inputs.get("text_pair"), batch_size=args.batch_size,
+                            precision=precision, with_probs=args.probs)
+    pairs = inputs.get("text_pair") or [None] * len(preds)
+    lines = "".join(json.dumps({"text": t, **({"text_pair": p} if p is not None else {}), **pred}) + "\n"
+                    for t, p, pred in zip(inputs["text"], pairs, preds))
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(lines)
+        print(f"wrote {len(preds)} predictions to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("predict", help="label new text with a fine-tuned checkpoint", epilog=EXAMPLE,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_inference_flags(p)
+    p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line)")
+    p.add_argument("--format", default="auto", choices=["auto", "text", "table"],
+                   help="text = one text per line; table = TSV/CSV/JSONL/parquet (auto: by file extension)")
+    p.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
+    p.add_argument("--text-pair-column", help="column with the second text of a pair")
+    p.add_argument("--output", help="JSONL output file (default: standard output)")
+    p.add_argument("--probs", action="store_true", help="add the probability of every label")
+    p.set_defaults(func=run)

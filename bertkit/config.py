@@ -1,0 +1,198 @@
+"""Typed run configuration: the single source of truth for recipes (YAML) and CLI flags.
+
+A recipe in `recipes/NAME.yaml` sets fields of `FinetuneConfig`; unknown keys and wrong types are errors.
+Command-line flags (`--lr 3e-5`) override the recipe. The resolved config is written into every run folder.
+
+Example:
+```python
+>>> from bertkit import load_recipe
+>>> cfg = load_recipe("sst2", overrides={"model": "minilm-l6", "epochs": 1})
+>>> cfg.lr, cfg.batch_size
+(2e-05, 32)
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import BertkitError
+
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+
+
+def _f(default, help: str, **kw):
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class FinetuneConfig:
+    """Everything a fine-tuning run needs. Effective batch = batch_size × grad_accum × processes."""
+
+    # what to train
+    task: str = _f("sst2", "Task name; also the data sub-folder under BERTKIT_DATA_DIR.")
+    adapter: str = _f("sequence-classification", "Task adapter: sequence-classification.")
+    model: str = _f("bert-base-uncased", "Base model: 'minilm-l6' (packaged), a local folder, or a hub id.")
+    # data
+    data_dir: str | None = _f(None, "Folder with the task's files (default: $BERTKIT_DATA_DIR/<task>).")
+    train_file: str | None = _f("train.tsv", "Training file, relative to data_dir or absolute.")
+    validation_files: list[str] = _f(["dev.tsv"], "Evaluation file(s); the first one selects the best model.")
+    test_file: str | None = _f(None, "Optional labelled test file, scored once at the end.")
+    text_column: str = _f("sentence", "Column with the text.")
+    text_pair_column: str | None = _f(None, "Column with the second text of a pair.")
+    label_column: str = _f("label", "Column with the label (a label name, or its index in label_names).")
+    label_names: list[str] = _f([], "Label names in id order; they become id2label in the checkpoint.")
+    hub_dataset: str | None = _f(None, "Hub dataset used when no local data is found (online only).")
+    hub_config: str | None = _f(None, "Hub dataset configuration name.")
+    hub_splits: list[str] = _f(["train", "validation"], "Hub split names: train, then evaluation split(s).")
+    max_train_samples: int | None = _f(None, "Use only the first N training examples.")
+    max_eval_samples: int | None = _f(None, "Use only the first N examples of each evaluation file.")
+    # optimisation (BERT paper defaults in the recipes)
+    max_length: int = _f(128, "Maximum sequence length in word pieces.")
+    batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")
+    grad_accum: int = _f(1, "Gradient accumulation steps.")
+    lr: float = _f(2e-5, "Peak learning rate (AdamW).")
+    epochs: float = _f(3, "Training epochs (ignored when max_steps is set).")
+    max_steps: int | None = _f(None, "Stop after this many optimiser steps.")
+    warmup_ratio: float = _f(0.1, "Fraction of steps with linear warm-up; then linear decay to 0.")
+    weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm.")
+    seed: int = _f(42, "Random seed (data order, dropout, classifier init).")
+    precision: str = _f("auto", "auto, fp32, bf16 or fp16; auto picks bf16 where supported, else fp16 on GPU.",
+                        choices=["auto", "fp32", "bf16", "fp16"])
+    group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
+    eval_batch_size: int = _f(128, "Examples per evaluation batch.")
+    # schedule of evaluation and checkpoints
+    eval_every: str = _f("epoch", "Evaluate every 'epoch', or every N optimiser steps.")
+    save_every: int | None = _f(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
+    keep_checkpoints: int = _f(2, "How many resumable checkpoints to keep.")
+    early_stopping: int | None = _f(None, "Stop after N evaluations without improvement of the main metric.")
+    metrics: list[str] = _f(["accuracy"], "Metrics: built-ins (accuracy, f1, mcc) or evaluate modules.")
+    main_metric: str = _f("accuracy", "Metric that selects the best model.")
+    # where to write
+    output_dir: str | None = _f(None, "Run folder (default: runs/<task>-<model>-<time>).")
+    resume: bool = _f(False, "Resume from the latest good checkpoint in output_dir.")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _check_type(name: str, value, tp):
+    """Return `value` converted to type `tp`, or raise BertkitError. Strict: no silent str->number."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_type(name, value, arg)
+            except BertkitError as e:
+                errors.append(str(e))
+        raise BertkitError(errors[0])
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, str):  # CLI form: a,b,c
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise BertkitError(f"'{name}' must be a list, got {value!r}")
+        return [_check_type(name, v, item) for v in value]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise BertkitError(f"'{name}' must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise BertkitError(f"'{name}' must be an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise BertkitError(f"'{name}' must be a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+        raise BertkitError(f"'{name}' must be a string, got {value!r}")
+    raise TypeError(f"unsupported config type {tp} for {name}")
+
+
+def _fields():
+    hints = typing.get_type_hints(FinetuneConfig)
+    return {f.name: (f, hints[f.name]) for f in dataclasses.fields(FinetuneConfig)}
+
+
+def apply(cfg: FinetuneConfig, values: dict, source: str) -> FinetuneConfig:
+    """Set fields from `values`, strictly: unknown keys and wrong types raise BertkitError naming `source`."""
+    known = _fields()
+    for key, value in values.items():
+        if key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            raise BertkitError(f"{source}: unknown key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+        f, tp = known[key]
+        try:
+            value = _check_type(key, value, tp)
+        except BertkitError as e:
+            raise BertkitError(f"{source}: {e}") from None
+        choices = f.metadata.get("choices")
+        if choices and value not in choices:
+            raise BertkitError(f"{source}: '{key}' must be one of {', '.join(choices)}, got {value!r}")
+        setattr(cfg, key, value)
+    _validate(cfg, source)
+    return cfg
+
+
+def _validate(cfg: FinetuneConfig, source: str) -> None:
+    if cfg.eval_every != "epoch" and not (cfg.eval_every.isdigit() and int(cfg.eval_every) > 0):
+        raise BertkitError(f"{source}: 'eval_every' must be 'epoch' or a positive number of steps")
+    for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size"):
+        if getattr(cfg, name) <= 0:
+            raise BertkitError(f"{source}: '{name}' must be positive")
+    if cfg.main_metric not in cfg.metrics:
+        raise BertkitError(f"{source}: main_metric '{cfg.main_metric}' is not in metrics {cfg.metrics}")
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def recipe_path(name: str) -> Path:
+    """A recipe name (`sst2`) or a path to a YAML file."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise BertkitError(f"recipe file not found: {path}")
+        return path
+    path = RECIPES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        hint = difflib.get_close_matches(name, recipe_names(), n=1)
+        raise BertkitError(f"unknown recipe '{name}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
+                           + f"; available: {', '.join(recipe_names())}")
+    return path
+
+
+def load_recipe(name: str, overrides: dict | None = None) -> FinetuneConfig:
+    path = recipe_path(name)
+    try:
+        values = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise BertkitError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: a recipe must be a mapping of key: value")
+    cfg = apply(FinetuneConfig(), values, str(path))
+    return apply(cfg, overrides or {}, "command line")
+
+
+def to_yaml(cfg: FinetuneConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

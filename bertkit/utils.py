@@ -1,0 +1,78 @@
+"""Small helpers: atomic writes, seeding, package versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@contextmanager
+def atomic_path(final: str | os.PathLike, is_dir: bool = False):
+    """Yield a temporary path next to `final`; rename it onto `final` only if the block succeeds.
+
+    Readers never see a half-written file or folder: on an exception the temporary is removed.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a checkpoint folder should not be
+    target = tmp if is_dir else tmp / final.name
+    try:
+        yield target
+        if is_dir and final.exists():
+            old = final.with_name(f".{final.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        elif is_dir:
+            os.replace(tmp, final)
+        else:
+            os.replace(target, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json(path, obj) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def append_jsonl(path, obj) -> None:
+    """Append one JSON line and flush it to disk (metric logs survive a crash line by line)."""
+    with open(path, "a") as f:
+        f.write(json.dumps(obj) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def package_versions() -> dict[str, str]:
+    names = ["bertkit", "torch", "transformers", "datasets", "evaluate", "accelerate", "scikit-learn",
+             "seqeval", "safetensors", "numpy", "tokenizers"]
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    import platform
+
+    out["python"] = platform.python_version()
+    return out

@@ -1,0 +1,128 @@
+"""End-to-end CLI runs on the tiny model: finetune → run folder → evaluate → predict, and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bertkit.cli import main
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_bert, sst2_dir):
+    out = tmp_path_factory.mktemp("runs") / "sst2"
+    args = ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+            "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--output-dir", str(out)]
+    assert main(args) == 0
+    return out
+
+
+def test_run_folder_is_complete(run_dir):
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "config.yaml", "versions.json",
+            "eval_metrics.jsonl", "metrics.json", "train_log.jsonl", "predictions_dev.jsonl", "checkpoints"} <= names
+    assert not [n for n in names if n.startswith(".")]  # no temporary leftovers
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["dev"]["accuracy"] >= 0.75 and metrics["train"]["steps"] == 32
+    evals = [json.loads(line) for line in (run_dir / "eval_metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [16, 32]  # every epoch
+    assert json.loads((run_dir / "versions.json").read_text())["torch"].startswith("2.")
+    assert "lr: 0.01" in (run_dir / "config.yaml").read_text()
+    ckpts = run_dir / "checkpoints"
+    assert (ckpts / "latest").read_text().strip() == "step-0000032" and (ckpts / "best" / "config.json").is_file()
+
+
+def test_plain_transformers_loads_the_run_folder_without_bertkit(run_dir):
+    code = ("import sys; from transformers import AutoModelForSequenceClassification as M; "
+            f"m = M.from_pretrained({str(run_dir)!r}); "
+            "assert 'bertkit' not in sys.modules; print(m.config.id2label)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "{0: 'negative', 1: 'positive'}"
+
+
+def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
+    assert main(["evaluate", "--model", str(run_dir), "--task", "sst2", "--data-dir", str(sst2_dir)]) == 0
+    evaluated = json.loads((run_dir / "eval_sst2_dev.json").read_text())
+    out = tmp_path / "pred.jsonl"
+    assert main(["predict", "--model", str(run_dir), "--input", str(sst2_dir / "dev.tsv"), "--output", str(out),
+                 "--probs"]) == 0
+    preds = [json.loads(line) for line in out.read_text().splitlines()]
+    gold = [line.rsplit("\t", 1)[1] for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
+    accuracy = sum(p["label"] == ("positive" if g == "1" else "negative") for p, g in zip(preds, gold)) / len(gold)
+    assert accuracy == evaluated["accuracy"] and len(preds) == evaluated["examples"] == 64
+    assert set(preds[0]) == {"text", "label", "score", "probabilities"}
+
+
+def test_predict_plain_text_from_stdin(run_dir, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a wonderful , funny film\nnull\n"))
+    assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["text"] for r in rows] == ["a wonderful , funny film", "null"]
+    assert all(r["label"] in ("negative", "positive") and 0.5 <= r["score"] <= 1 for r in rows)
+
+
+def bad_case(tmp_path, sst2_dir, name):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "train.tsv").write_text((sst2_dir / "train.tsv").read_text())
+    dev = (sst2_dir / "dev.tsv").read_text().splitlines()
+    if name == "missing column":
+        dev[5] = dev[5].split("\t")[0]
+    elif name == "unknown label":
+        dev[5] = dev[5].split("\t")[0] + "\t7"
+    elif name == "empty text":
+        dev[5] = " \t1"
+    if name != "missing file":
+        (d / "dev.tsv").write_text("\n".join(dev) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("missing column", "dev.tsv, line 6: expected 2 columns"),
+    ("unknown label", "dev.tsv, line 6, field \"label\": unknown label '7'"),
+    ("empty text", "dev.tsv, line 6, field \"sentence\": empty text"),
+    ("missing file", "dev.tsv: file not found"),
+])
+def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert, sst2_dir, name, expected):
+    data = bad_case(tmp_path, sst2_dir, name)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "sst2", "--model", str(tiny_bert),
+                           "--data-dir", str(data), "--output-dir", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["finetune", "sst2", "--model", "./no/such/model"], "model folder not found"),
+    (["finetune", "sst2", "--output-dir", "{run}"], "is not empty; pass --resume"),
+    (["finetune", "sst2", "--precision", "fp16", "--model", "{tiny}", "--data-dir", "{data}"], "fp16 needs a GPU"),
+    (["predict", "--model", "{run}", "--input", "{missing}"], "file not found"),
+    (["evaluate", "--model", "{run}", "--task", "sst2", "--split", "train2"], "split 'train2' not known"),
+])
+def test_user_errors_are_one_clear_line(args, expected, run_dir, tiny_bert, sst2_dir, tmp_path, capsys):
+    fill = {"run": str(run_dir), "tiny": str(tiny_bert), "data": str(sst2_dir), "missing": str(tmp_path / "x.txt")}
+    args = [a.format(**fill) for a in args]
+    if args[0] == "evaluate":
+        args += ["--data-dir", str(sst2_dir)]
+    assert main(args) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_minilm_alias_resolves_to_the_packaged_checkpoint():
+    from bertkit.models import resolve_model
+
+    path, local = resolve_model("minilm-l6")
+    assert local and path.endswith("model")
+
+
+def test_help_has_examples():
+    for command in ("finetune", "evaluate", "predict"):
+        proc = subprocess.run([sys.executable, "-m", "bertkit.cli", command, "--help"], capture_output=True,
+                              text=True, cwd=REPO)
+        assert proc.returncode == 0 and "example:" in proc.stdout

@@ -1,0 +1,89 @@
+import pytest
+
+from bertkit.config import load_recipe
+from bertkit.data import load_classification_data, read_classification_file, read_rows
+from bertkit.errors import BertkitError, DataError
+
+from .conftest import SHARED_DATA
+
+NAMES = ["negative", "positive"]
+
+
+def write(path, text, encoding="utf-8"):
+    path.write_bytes(text.encode(encoding) if isinstance(text, str) else text)
+    return path
+
+
+def test_glue_tsv_quoting_off_and_null_stays_text(tmp_path):
+    f = write(tmp_path / "d.tsv", 'sentence\tlabel\n"quoted" start \t1\nnull\t0\nNA\t1\n')
+    out = read_classification_file(f, "sentence", "label", NAMES)
+    assert out["text"] == ['"quoted" start', "null", "NA"] and out["label"] == [1, 0, 1]
+
+
+def test_bom_and_crlf_just_work(tmp_path):
+    f = write(tmp_path / "d.tsv", "\ufeffsentence\tlabel\r\nfine\tpositive\r\n")
+    assert read_classification_file(f, "sentence", "label", NAMES) == {"text": ["fine"], "label": [1]}
+
+
+@pytest.mark.parametrize("content, line, field, message", [
+    ("sentence\tlabel\nok\t1\nmissing a column\n", 3, None, "expected 2 columns"),
+    ("sentence\tlabel\nok\t1\nfine\tneutral\n", 3, "label", "unknown label 'neutral'"),
+    ("sentence\tlabel\nok\t1\n  \t0\n", 3, "sentence", "empty text"),
+    ("text\tlabel\nok\t1\n", 2, "sentence", "missing column"),
+])
+def test_bad_rows_name_file_line_and_field(tmp_path, content, line, field, message):
+    f = write(tmp_path / "dev.tsv", content)
+    with pytest.raises(DataError) as e:
+        read_classification_file(f, "sentence", "label", NAMES)
+    assert e.value.line == line and e.value.field == field and message in str(e.value)
+    assert str(f) in str(e.value)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("missing.tsv", None, "file not found"),
+    ("empty.tsv", "", "file is empty"),
+    ("latin1.tsv", b"sentence\tlabel\ncaf\xe9\t1\n", "not UTF-8"),
+    ("bad.jsonl", '{"sentence": "ok", "label": 1}\n{"sentence": \n', "not valid JSON"),
+    ("data.xml", "<a/>", "unknown file type"),
+])
+def test_unreadable_files(tmp_path, name, content, message):
+    if content is not None:
+        write(tmp_path / name, content)
+    with pytest.raises(DataError, match=message):
+        read_rows(tmp_path / name)
+
+
+def test_csv_jsonl_parquet_with_chosen_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(tmp_path / "a.csv", 'review,stars\n"good, really",positive\nbad,negative\n')
+    write(tmp_path / "a.jsonl", '{"review": "good, really", "stars": "positive"}\n{"review": "bad", "stars": 0}\n')
+    pq.write_table(pa.table({"review": ["good, really", "bad"], "stars": ["positive", "negative"]}),
+                   tmp_path / "a.parquet")
+    for ext in ("csv", "jsonl", "parquet"):
+        out = read_classification_file(tmp_path / f"a.{ext}", "review", "stars", NAMES)
+        assert out == {"text": ["good, really", "bad"], "label": [1, 0]}, ext
+
+
+def test_label_set_discovered_from_generic_training_file(tmp_path):
+    write(tmp_path / "train.csv", "text,label\nx,spam\ny,ham\nz,spam\n")
+    write(tmp_path / "dev.csv", "text,label\nx,ham\n")
+    cfg = load_recipe("sst2", {"data_dir": str(tmp_path), "train_file": "train.csv", "validation_files": "dev.csv",
+                               "text_column": "text", "label_names": []})
+    train, evals, names = load_classification_data(cfg)
+    assert names == ["ham", "spam"] and train["label"] == [1, 0, 1] and evals["dev"]["label"] == [0]
+
+
+def test_no_local_data_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
+    with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):
+        load_classification_data(load_recipe("sst2"))
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "sst2").is_dir(), reason="shared SST-2 not available")
+def test_real_sst2_files_parse_completely():
+    cfg = load_recipe("sst2", {"data_dir": str(SHARED_DATA / "sst2")})
+    train, evals, names = load_classification_data(cfg)
+    assert len(train) == 67349 and len(evals["dev"]) == 872 and names == NAMES
+    assert set(train["label"]) == {0, 1} and all(t == t.strip() for t in train["text"][:1000])

@@ -1,0 +1,41 @@
+import numpy as np
+from sklearn.metrics import f1_score, matthews_corrcoef
+
+from bertkit.batching import sorted_batches, train_batches
+from bertkit.metrics import compute_metrics, resolve_metrics
+from bertkit.metrics.classification import F1, Accuracy
+
+
+def test_builtin_metrics_match_sklearn():
+    rng = np.random.default_rng(0)
+    p, r = rng.integers(0, 2, 200).tolist(), rng.integers(0, 2, 200).tolist()
+    out = compute_metrics(resolve_metrics(["accuracy", "f1", "mcc"], num_labels=2), p, r)
+    assert out["accuracy"] == np.mean(np.array(p) == np.array(r))
+    assert out["f1"] == f1_score(r, p) and out["mcc"] == matthews_corrcoef(r, p)
+    p3, r3 = rng.integers(0, 3, 90).tolist(), rng.integers(0, 3, 90).tolist()
+    assert F1().compute(predictions=p3, references=r3)["f1"] == f1_score(r3, p3, average="macro")
+
+
+def test_hooks_accept_evaluate_modules_and_callables():
+    hooks = resolve_metrics([Accuracy(), lambda p, r: {"count": len(p)}])
+    assert compute_metrics(hooks, [1, 1, 0, 0], [1, 0, 0, 0]) == {"accuracy": 0.75, "count": 4}
+
+
+def test_train_batches_are_deterministic_complete_and_grouped():
+    lengths = np.random.default_rng(1).integers(5, 128, 1000).tolist()
+    a = train_batches(lengths, 32, seed=42, epoch=0)
+    assert a == train_batches(lengths, 32, seed=42, epoch=0)
+    assert a != train_batches(lengths, 32, seed=42, epoch=1)
+    assert sorted(i for b in a for i in b) == list(range(1000))
+    plain = train_batches(lengths, 32, seed=42, epoch=0, group_by_length=False)
+
+    def padded(batches):
+        return sum(max(lengths[i] for i in b) * len(b) for b in batches)
+
+    assert padded(a) < 0.7 * padded(plain)
+
+
+def test_sorted_batches_cover_everything_longest_first():
+    lengths = [3, 9, 1, 9, 4]
+    batches = sorted_batches(lengths, 2)
+    assert [i for b in batches for i in b] == [1, 3, 4, 0, 2]
