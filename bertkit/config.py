@@ -51,9 +51,11 @@ class FinetuneConfig:
     text_pair_column: str | None = _f(None, "Column with the second text of a pair.")
     label_column: str = _f("label", "Column with the label (a label name, or its index in label_names).")
     label_names: list[str] = _f([], "Label names in id order; they become id2label in the checkpoint.")
+    skip_labels: list[str] = _f([], "Rows with these labels are skipped and counted (MultiNLI's '-': no majority).")
     hub_dataset: str | None = _f(None, "Hub dataset used when no local data is found (online only).")
     hub_config: str | None = _f(None, "Hub dataset configuration name.")
     hub_splits: list[str] = _f(["train", "validation"], "Hub split names: train, then evaluation split(s).")
+    hub_columns: list[str] = _f([], "Hub column names for text, (text pair,) label when they differ from local.")
     max_train_samples: int | None = _f(None, "Use only the first N training examples.")
     max_eval_samples: int | None = _f(None, "Use only the first N examples of each evaluation file.")
     # optimisation (BERT paper defaults in the recipes)
@@ -67,6 +69,7 @@ class FinetuneConfig:
     weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.")
     seed: int = _f(42, "Random seed (data order, dropout, classifier init).")
+    seeds: list[int] = _f([], "Run once per seed (into <output_dir>/seed-N) and summarise mean ± std.")
     precision: str = _f("auto", "auto, fp32, bf16 or fp16; auto picks bf16 where supported, else fp16 on GPU.",
                         choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
@@ -104,8 +107,13 @@ def _check_type(name: str, value, tp):
         raise BertkitError(errors[0])
     if origin is list:
         (item,) = typing.get_args(tp)
-        if isinstance(value, str):  # CLI form: a,b,c
+        if isinstance(value, str):  # CLI form: a,b,c (numbers as text)
             value = [v.strip() for v in value.split(",") if v.strip()]
+            if item in (int, float):
+                try:
+                    value = [item(v) for v in value]
+                except ValueError:
+                    raise BertkitError(f"'{name}' must be a comma-separated list of numbers, got {value!r}") from None
         if not isinstance(value, list):
             raise BertkitError(f"'{name}' must be a list, got {value!r}")
         return [_check_type(name, v, item) for v in value]

@@ -68,3 +68,10 @@ def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, sst2_dir,
     logs = [(tmp_path / d / "eval_metrics.jsonl").read_text() for d in ("full", "cut")]
     assert logs[0] == logs[1]  # no duplicated or missing evaluation lines after the resume
     assert json.loads((tmp_path / "cut" / "metrics.json").read_text())["train"]["steps"] == 32
+
+
+def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, sst2_dir, tmp_path):
+    # lr 0: the metric cannot improve after the first evaluation, so patience 2 stops at the third (step 12)
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))
+    evals = (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines()
+    assert result["train"]["steps"] == 12 and len(evals) == 3 and result["best_step"] == 4

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from ..config import FinetuneConfig, load_recipe, recipe_names
 from ..errors import BertkitError
+from ..utils import write_json
 
 EXAMPLE = """example:
   bertkit finetune sst2 --model minilm-l6 --epochs 1 --data-dir ../shared/data/sst2 --output-dir runs/sst2
   bertkit finetune sst2 --model minilm-l6 --output-dir runs/sst2 --resume     # continue an interrupted run
+  bertkit finetune mrpc --model minilm-l6 --seeds 13,42,87 --output-dir runs/mrpc  # mean ± std over seeds
 """
 
 
@@ -47,28 +49,77 @@ def default_output_dir(cfg: FinetuneConfig) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..tasks import get_adapter_class
-    from ..train import Trainer
-    from ..utils import set_seed
 
+    t0 = time.perf_counter()
     cfg = load_recipe(args.recipe, overrides_from(args))
     cfg.output_dir = cfg.output_dir or default_output_dir(cfg)
     out = Path(cfg.output_dir)
-    if cfg.resume and not (out / "checkpoints").is_dir():
-        raise BertkitError(f"--resume: {out} has no checkpoints folder to resume from")
+    if cfg.resume and not out.is_dir():
+        raise BertkitError(f"--resume: {out} does not exist")
     if not cfg.resume and out.exists() and any(out.iterdir()):
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
     adapter_cls = get_adapter_class(cfg.adapter)
     # Everything the user gave is read and validated before the run folder is created.
     train, evals, label_names = adapter_cls.load_data(cfg)
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
-    set_seed(cfg.seed)
+    if not cfg.seeds:
+        result = train_one(adapter_cls, cfg, train, evals, test, label_names)
+        print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
+        print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
+        return 0
+    results = {}
+    for seed in cfg.seeds:
+        seed_cfg = dataclasses.replace(cfg, seed=seed, seeds=[], output_dir=str(out / f"seed-{seed}"))
+        done = Path(seed_cfg.output_dir) / "metrics.json"
+        if cfg.resume and done.is_file():  # finished before the interruption
+            results[seed] = json.loads(done.read_text())
+            continue
+        seed_cfg.resume = cfg.resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
+        results[seed] = train_one(adapter_cls, seed_cfg, train, evals, test, label_names)
+    summary = summarize(results)
+    summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    write_json(out / "summary.json", summary)
+    print(format_summary(summary))
+    print(f"wall time {summary['wall_seconds']:.0f} s; run folders: {out}/seed-*; summary: {out / 'summary.json'}")
+    return 0
+
+
+def train_one(adapter_cls, cfg: FinetuneConfig, train, evals, test, label_names) -> dict:
+    from ..train import Trainer
+    from ..utils import set_seed
+
+    set_seed(cfg.seed)  # before the new head is initialised
     adapter = adapter_cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
     result = Trainer(adapter, cfg).fit(train, evals, test)
-    print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
     t = result["train"]
-    print(f"trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} examples/s, "
-          f"{t['precision']}); run folder: {out}")
-    return 0
+    print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} examples/s, "
+          f"{t['precision']})")
+    return result
+
+
+def summarize(results: dict[int, dict]) -> dict:
+    """Mean ± sample standard deviation (ddof=1) of every evaluation metric over the seeds."""
+    import numpy as np
+
+    first = next(iter(results.values()))
+    splits = [k for k, v in first.items() if isinstance(v, dict) and k != "train"]
+    metrics = {}
+    for split in splits:
+        for name in first[split]:
+            values = [r[split][name] for r in results.values() if isinstance(r[split].get(name), (int, float))]
+            if len(values) == len(results):
+                metrics[f"{split}/{name}"] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1))
+                                              if len(values) > 1 else 0.0, "values": values}
+    train_seconds = [r["train"]["train_seconds"] for r in results.values()]
+    return {"task": first["task"], "seeds": list(results), "metrics": metrics, "train_seconds": train_seconds}
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"{summary['task']}: {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))})"]
+    for name, m in summary["metrics"].items():
+        lines.append(f"  {name:<28} {100 * m['mean']:6.2f} ± {100 * m['std']:.2f}   "
+                     f"[{', '.join(f'{100 * v:.2f}' for v in m['values'])}]")
+    return "\n".join(lines)
 
 
 def register(subparsers) -> None:

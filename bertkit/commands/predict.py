@@ -14,8 +14,8 @@ EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
   bertkit predict --model runs/sst2 --input ../shared/data/sst2/dev.tsv --output dev_predictions.jsonl --probs
 """
-TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "question")
-PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "question": "context"}
+TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
+PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
 
 def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str | None) -> dict:

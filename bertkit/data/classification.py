@@ -7,6 +7,7 @@ Labels may be written as names (`positive`) or as indices into the recipe's `lab
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import datasets
@@ -26,14 +27,21 @@ def _label_id(value, label_names: list[str], path, line, column):
 
 
 def read_classification_file(path, text_column: str, label_column: str | None, label_names: list[str] | None,
-                             text_pair_column: str | None = None, max_samples: int | None = None) -> dict:
+                             text_pair_column: str | None = None, max_samples: int | None = None,
+                             skip_labels: list[str] = ()) -> dict:
     """Read and validate one file. Returns columns as lists: text, (text_pair), (label).
 
     With `label_column=None` the file is unlabelled (prediction input). With `label_names=None` labels are
-    kept as strings (used to discover the label set of a generic file).
+    kept as strings (used to discover the label set of a generic file). Rows labelled with one of
+    `skip_labels` are dropped and their count is reported on stderr.
     """
     path = Path(path)
     rows = read_rows(path)
+    if skip_labels and label_column:
+        kept = [(n, r) for n, r in rows if str(r.get(label_column, "")).strip() not in skip_labels]
+        skipped, rows = len(rows) - len(kept), kept
+        if skipped:
+            print(f"{path}: skipped {skipped} rows labelled {'/'.join(skip_labels)}", file=sys.stderr)
     if max_samples is not None:
         rows = rows[:max_samples]
     wanted = [c for c in (text_column, text_pair_column, label_column) if c]
@@ -93,10 +101,9 @@ def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
     def convert(ds: datasets.Dataset, n) -> datasets.Dataset:
         if n is not None:
             ds = ds.select(range(min(n, len(ds))))
-        cols = {"text": ds[cfg.text_column], "label": ds[cfg.label_column]}
-        if cfg.text_pair_column:
-            cols["text_pair"] = ds[cfg.text_pair_column]
-        return datasets.Dataset.from_dict(cols)
+        names = cfg.hub_columns or [c for c in (cfg.text_column, cfg.text_pair_column, cfg.label_column) if c]
+        keys = ["text", "text_pair", "label"] if len(names) == 3 else ["text", "label"]
+        return datasets.Dataset.from_dict({k: ds[c] for k, c in zip(keys, names)})
 
     evals = {s: convert(d, cfg.max_eval_samples) for s, d in zip(cfg.hub_splits[1:], splits[1:])}
     return convert(splits[0], cfg.max_train_samples), evals
@@ -109,7 +116,8 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
         train, evals = _from_hub(cfg)
         return train, evals, list(cfg.label_names)
     label_names = list(cfg.label_names)
-    args = dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column)
+    args = dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
+                skip_labels=cfg.skip_labels)
     train_path = _local_path(data_dir, cfg.train_file)
     if not label_names:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
@@ -127,7 +135,7 @@ def load_split(cfg, split: str, label_names: list[str], file: str | None = None)
     """One labelled evaluation set: an explicit file, or the recipe's file whose stem is `split` ('dev'),
     or its test file ('test'), or (no local data) the hub split of that name."""
     args = dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
-                label_names=label_names, max_samples=cfg.max_eval_samples)
+                label_names=label_names, max_samples=cfg.max_eval_samples, skip_labels=cfg.skip_labels)
     if file:
         return datasets.Dataset.from_dict(read_classification_file(Path(file), **args))
     data_dir = resolve_data_dir(cfg)

@@ -1,0 +1,143 @@
+"""Sentence-pair tasks (MNLI, RTE, MRPC): loaders, segment ids, multi-seed summaries, pair prediction."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from bertkit import SequenceClassification
+from bertkit.cli import main
+from bertkit.config import load_recipe
+from bertkit.data import load_classification_data
+from bertkit.errors import DataError
+
+from .conftest import FILLER, NEGATIVE, POSITIVE, SHARED_DATA
+
+MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+               "sentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+
+
+def mnli_files(d):
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [{"sentence1": "A man sleeps.", "sentence2": "Someone rests.", "gold_label": "entailment"},
+            {"sentence1": "A man sleeps.", "sentence2": "A cat runs.", "gold_label": "-"},
+            {"sentence1": "A man sleeps.", "sentence2": "He is awake.", "gold_label": "contradiction"}]
+    (d / "train_sample10k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+        line = "\t".join(["0", "1", "1n", "slate", "x", "x", "x", "x", "The sky is blue.", "It is \"null\".",
+                          "neutral", "", "", "", "", "neutral"])
+        (d / name).write_text(MNLI_HEADER + "\n" + line + "\n")
+    return d
+
+
+def test_mnli_jsonl_train_skips_no_majority_rows_and_evaluates_both_dev_sets(tmp_path, capsys):
+    cfg = load_recipe("mnli", {"data_dir": str(mnli_files(tmp_path / "mnli"))})
+    train, evals, names = load_classification_data(cfg)
+    assert names == ["entailment", "neutral", "contradiction"]
+    assert train["label"] == [0, 2] and train["text_pair"] == ["Someone rests.", "He is awake."]
+    assert list(evals) == ["dev_matched", "dev_mismatched"] and evals["dev_matched"]["label"] == [1]
+    assert evals["dev_matched"]["text_pair"] == ['It is "null".']
+    assert "skipped 1 rows labelled -" in capsys.readouterr().err
+
+
+def test_rte_text_labels_and_mrpc_bom_crlf_quality_column(tmp_path):
+    rte = tmp_path / "rte"
+    rte.mkdir()
+    (rte / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\tentailment\n"
+                                   "1\tC d.\tE.\tnot_entailment\n")
+    (rte / "dev.tsv").write_text((rte / "train.tsv").read_text())
+    train, _, _ = load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+    assert train["label"] == [0, 1]
+    mrpc = tmp_path / "mrpc"
+    mrpc.mkdir()
+    text = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t1\t2\tHe said \" yes \" .\tHe agreed .\r\n"
+    (mrpc / "train.tsv").write_bytes(text.encode())
+    (mrpc / "dev.tsv").write_bytes(text.encode())
+    train, evals, names = load_classification_data(load_recipe("mrpc", {"data_dir": str(mrpc)}))
+    assert names == ["not_equivalent", "equivalent"] and train["label"] == [1]
+    assert train["text"] == ['He said " yes " .'] and evals["dev"]["text_pair"] == ["He agreed ."]
+
+
+@pytest.mark.parametrize("line, message, field", [
+    ("0\tA b.\tA.\tmaybe\n", "unknown label 'maybe'", "label"),
+    ("0\tA b.\t\tentailment\n", "empty text", "sentence2"),
+])
+def test_pair_bad_rows(tmp_path, line, message, field):
+    rte = tmp_path / "rte"
+    rte.mkdir()
+    (rte / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + line)
+    (rte / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n")
+    with pytest.raises(DataError, match=message) as e:
+        load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+    assert e.value.field == field and e.value.line == 2
+
+
+def test_missing_pair_column_is_named(tmp_path):
+    rte = tmp_path / "rte"
+    rte.mkdir()
+    (rte / "train.tsv").write_text("index\tsentence1\tlabel\n0\tA b.\tentailment\n")
+    with pytest.raises(DataError, match='field "sentence2": missing column'):
+        load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+
+
+def test_pair_encoding_segment_ids_and_longest_first_truncation(tiny_bert):
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"], max_length=12)
+    import datasets
+
+    feats = clf.encode(datasets.Dataset.from_dict({"text": ["a man sleeps"], "text_pair": ["someone rests"],
+                                                   "label": [0]}))
+    ids, segments = feats[0]["input_ids"], feats[0]["token_type_ids"]
+    tokens = clf.tokenizer.convert_ids_to_tokens(ids)
+    assert tokens == ["[CLS]", "a", "man", "sleeps", "[SEP]", "someone", "rests", "[SEP]"]
+    assert segments == [0, 0, 0, 0, 0, 1, 1, 1]
+    long = clf.encode(datasets.Dataset.from_dict({"text": ["one two three four five six seven eight nine ten"],
+                                                  "text_pair": ["yes no"]}))
+    tokens = clf.tokenizer.convert_ids_to_tokens(long[0]["input_ids"])
+    assert len(tokens) == 12 and tokens[-3:] == ["yes", "no", "[SEP]"]  # the longer text was cut
+
+
+def write_rte(d, n_train=256, n_dev=48, seed=0):
+    """Entailment decided by a sentiment word in the hypothesis: learnable by the tiny model."""
+    rng = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train.tsv", n_train), ("dev.tsv", n_dev)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            label = i % 2
+            premise = " ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 10)))
+            hyp = " ".join([rng.choice(FILLER), rng.choice(NEGATIVE if label else POSITIVE), rng.choice(FILLER)])
+            rows.append(f"{i}\t{premise}\t{hyp}\t{['entailment', 'not_entailment'][label]}")
+        (d / name).write_text("\n".join(rows) + "\n")
+    return d
+
+
+def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
+    data = write_rte(tmp_path / "rte")
+    out = tmp_path / "runs"
+    assert main(["finetune", "rte", "--model", str(tiny_bert), "--data-dir", str(data), "--precision", "fp32",
+                 "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--seeds", "13,42", "--output-dir",
+                 str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    per_seed = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["dev"]["accuracy"] for s in (13, 42)]
+    m = summary["metrics"]["dev/accuracy"]
+    assert summary["seeds"] == [13, 42] and m["values"] == per_seed
+    assert m["mean"] == pytest.approx(np.mean(per_seed)) and m["std"] == pytest.approx(np.std(per_seed, ddof=1))
+    assert max(per_seed) >= 0.75  # at least one seed learns the task (tiny sets vary by seed, as RTE does)
+    assert "dev/accuracy" in capsys.readouterr().out
+    # pair prediction from JSONL {premise, hypothesis}
+    inp = tmp_path / "pairs.jsonl"
+    inp.write_text(json.dumps({"premise": "the film is", "hypothesis": "a great plot"}) + "\n")
+    assert main(["predict", "--model", str(out / "seed-13"), "--input", str(inp), "--probs"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["text_pair"] == "a great plot" and set(row["probabilities"]) == {"entailment", "not_entailment"}
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "mnli").is_dir(), reason="shared data not available")
+def test_real_pair_files_parse(capsys):
+    sizes = {"mnli": (10000, 9815), "rte": (2490, 277), "mrpc": (3667, 408)}
+    for task, (n_train, n_dev) in sizes.items():
+        train, evals, _ = load_classification_data(load_recipe(task, {"data_dir": str(SHARED_DATA / task)}))
+        skipped = n_train - len(train)
+        assert len(next(iter(evals.values()))) == n_dev and 0 <= skipped < 300, task
+    assert "train_sample10k.jsonl: skipped" in capsys.readouterr().err
