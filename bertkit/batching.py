@@ -31,3 +31,9 @@ def sorted_batches(lengths, batch_size: int) -> list[list[int]]:
     """Batches of similar length (longest first) for inference; callers restore the original order."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
     return [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+def shard(batches: list, world: int, rank: int) -> list:
+    """This process's batches: every `world`-th, after dropping the remainder so all processes take equal steps."""
+    usable = len(batches) // world * world
+    return batches[:usable][rank::world]

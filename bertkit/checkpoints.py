@@ -13,7 +13,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from .utils import atomic_path
+from .utils import atomic_path, fault_point
 
 STATE_FILE = "trainer_state.json"
 
@@ -30,8 +30,10 @@ def save(accelerator, root: Path, step: int, state: dict, keep: int) -> Path:
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+        fault_point("checkpoint", step)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
+        fault_point("pointer", step)
         with atomic_path(root / "latest") as p:  # the pointer moves last
             p.write_text(final.name + "\n")
         for old in sorted(root.glob("step-*"))[:-keep]:
@@ -56,16 +58,11 @@ def _is_complete(path: Path) -> str | None:
 
 
 def find_resumable(root: Path, log=print) -> Path | None:
-    """The checkpoint `latest` names, or, if it is damaged, the newest complete one before it."""
+    """The newest complete checkpoint: normally the one `latest` names (a checkpoint renamed just before a crash,
+    whose pointer was not yet updated, is complete too); a damaged one is skipped with a message."""
     if not root.is_dir():
         return None
-    candidates = sorted(root.glob("step-*"), reverse=True)
-    pointer = root / "latest"
-    if pointer.is_file():
-        named = root / pointer.read_text().strip()
-        if named in candidates:
-            candidates.remove(named)
-            candidates.insert(0, named)
+    candidates = sorted(root.glob("step-*"), reverse=True)  # names sort by step: step-0000500
     for path in candidates:
         reason = _is_complete(path)
         if reason is None:

@@ -37,7 +37,9 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", acc
             local.append((i, {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j]
                               for k, a in arrays.items()}))
     if world > 1:
-        gathered = accelerator.gather_object(local)  # every example exactly once: shards are disjoint
+        from accelerate.utils import gather_object
+
+        gathered = gather_object(local)  # every example exactly once: the shards are disjoint
     else:
         gathered = local
     results: list = [None] * len(lengths)

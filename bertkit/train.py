@@ -1,6 +1,6 @@
 """The training loop: a plain accelerate loop you can read top to bottom.
 
-    for each epoch: batches in a (seed, epoch)-determined, length-grouped order
+    for each epoch: batches in a (seed, epoch)-determined, length-grouped order, sharded across processes
         forward → loss / accumulation → backward → (every `grad_accum`) clip, AdamW, linear schedule
         every `eval_every`: evaluate all validation files, log, keep the best, save a resumable checkpoint
 
@@ -10,8 +10,10 @@ metrics and weights as an uninterrupted one. Only the main process writes files.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -22,13 +24,14 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from . import checkpoints
-from .batching import train_batches
+from .batching import shard, train_batches
 from .config import FinetuneConfig, to_yaml
+from .distributed import check_launch
 from .errors import BertkitError
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
-from .utils import append_jsonl, atomic_path, package_versions, set_seed, write_json
+from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, write_json
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device)
 
@@ -61,11 +64,12 @@ class Trainer:
     >>> trainer = Trainer(clf, FinetuneConfig(epochs=1, output_dir="runs/demo"))
     >>> metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
     ```
+    `callbacks` are called as `callback(trainer, state)` after every optimiser step.
     """
 
     def __init__(self, adapter, config: FinetuneConfig, metric_hooks=None, accelerator: Accelerator | None = None,
                  callbacks=()):
-        self.adapter, self.cfg, self.callbacks = adapter, config, list(callbacks)  # callback(trainer, state)
+        self.adapter, self.cfg, self.callbacks = adapter, config, list(callbacks)
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
             config.metrics, num_labels=len(adapter.label_names))
@@ -73,54 +77,40 @@ class Trainer:
         self.precision = resolve_precision(config.precision, probe)
         self.accelerator = accelerator or Accelerator(
             mixed_precision={"fp32": "no"}.get(self.precision, self.precision))
+        check_launch(self.accelerator)
 
     def log(self, msg: str) -> None:
         if self.accelerator.is_main_process:
-            tqdm.write(msg)
+            tqdm.write(msg, file=sys.stderr)
 
-    # --- evaluation ---------------------------------------------------------------------------------
-    def evaluate(self, evals: dict) -> tuple[dict, dict]:
+    def evaluate(self, eval_sets: dict) -> tuple[dict, dict]:
         """Metrics and predictions for each evaluation set: {name: (examples, features)}."""
         metrics, predictions = {}, {}
-        for name, (examples, features) in evals.items():
+        for name, (examples, features) in eval_sets.items():
             outputs = forward_all(self.adapter, features, self.cfg.eval_batch_size, self.precision, self.accelerator,
                                   model=self.model)
             metrics[name], predictions[name] = self.adapter.score(outputs, examples, features, self.metric_hooks)
         return metrics, predictions
 
-    # --- training -----------------------------------------------------------------------------------
-    def fit(self, train, evals: dict, test=None) -> dict:
+    # --- set-up ---------------------------------------------------------------------------------------
+    def _start(self, total_steps: int) -> dict:
+        """Optimizer, schedule, accelerate wrapping; then resume state or a fresh one; then the run folder."""
         cfg, acc, out = self.cfg, self.accelerator, self.output_dir
-        labels = self.adapter.label_names
-        train = _as_dataset(train, labels)
-        evals = {k: _as_dataset(v, labels) for k, v in evals.items()}
-        if not evals:
-            raise BertkitError("at least one evaluation set is needed (validation_files)")
-        features = self.adapter.encode(train)
-        eval_sets = {k: (v, self.adapter.encode(v)) for k, v in evals.items()}
-        main_split = next(iter(eval_sets))
-
-        rank, world = acc.process_index, acc.num_processes
-        batches_per_epoch = math.ceil(len(features) / cfg.batch_size) // world  # per process
-        if batches_per_epoch == 0:
-            raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
-        steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
-        total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
-        eval_every = steps_per_epoch if cfg.eval_every == "epoch" else int(cfg.eval_every)
-
         set_seed(cfg.seed)
         optimizer = _optimizer(self.adapter.model, cfg)
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
-        self.model, optimizer, scheduler = acc.prepare(self.adapter.model, optimizer, scheduler)
-
+        # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
+        # count is already per process (each process takes its own shard of the batches).
+        self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
+        self.scheduler = scheduler
+        acc.register_for_checkpointing(scheduler)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
-        ckpt_dir = out / "checkpoints"
-        resume_from = checkpoints.find_resumable(ckpt_dir, self.log) if cfg.resume else None
+        resume_from = checkpoints.find_resumable(self.ckpt_dir, self.log) if cfg.resume else None
         if cfg.resume and resume_from is None:
-            self.log(f"--resume: no checkpoint in {ckpt_dir}; starting from scratch")
+            self.log(f"--resume: no usable checkpoint in {self.ckpt_dir}; starting from scratch")
         if resume_from is not None:
-            acc.load_state(str(resume_from))
+            acc.load_state(str(resume_from))  # weights, optimizer, schedule and every RNG
             state = checkpoints.load_state(resume_from)
             self.log(f"resumed from {resume_from} (step {state['global_step']})")
         if acc.is_main_process:
@@ -130,38 +120,39 @@ class Trainer:
             with atomic_path(out / "config.yaml") as p:
                 p.write_text(to_yaml(cfg))
             write_json(out / "versions.json", {**package_versions(), "precision": self.precision,
-                                                 "processes": world, "device": str(acc.device)})
+                                                 "processes": acc.num_processes, "device": str(acc.device)})
+        return state
+
+    # --- training -----------------------------------------------------------------------------------
+    def fit(self, train, evals: dict, test=None) -> dict:
+        cfg, acc = self.cfg, self.accelerator
+        train = _as_dataset(train, self.adapter.label_names)
+        if not evals:
+            raise BertkitError("at least one evaluation set is needed (validation_files)")
+        features = self.adapter.encode(train)
+        eval_sets = {k: (v, self.adapter.encode(v)) for k, v in
+                     ((k, _as_dataset(v, self.adapter.label_names)) for k, v in evals.items())}
+        rank, world = acc.process_index, acc.num_processes
+        batches_per_epoch = math.ceil(len(features) / cfg.batch_size) // world  # per process
+        if batches_per_epoch == 0:
+            raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
+        steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
+        total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
+        eval_every = steps_per_epoch if cfg.eval_every == "epoch" else int(cfg.eval_every)
+        self.ckpt_dir = self.output_dir / "checkpoints"
+        state = self._start(total_steps)
         self.log(f"training: {len(features)} examples, {total_steps} steps ({steps_per_epoch}/epoch), "
                  f"batch {cfg.batch_size}×{cfg.grad_accum}×{world}, precision {self.precision}")
-
-        def run_eval():
-            metrics, _ = self.evaluate(eval_sets)
-            value = metrics[main_split][cfg.main_metric]
-            improved = state["best_metric"] is None or value > state["best_metric"]
-            if improved:
-                state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
-                if acc.is_main_process:
-                    self.adapter.model = acc.unwrap_model(self.model)
-                    self.adapter.save(ckpt_dir / "best")
-            else:
-                state["bad_evals"] += 1
-            if acc.is_main_process:
-                append_jsonl(out / "eval_metrics.jsonl", {"step": state["global_step"], "epoch": round(
-                    state["global_step"] / steps_per_epoch, 3), **{f"{k}/{m}": v for k, d in metrics.items()
-                                                                    for m, v in d.items()}})
-            flat = ", ".join(f"{k} {m} {v:.4f}" for k, d in metrics.items() for m, v in d.items())
-            self.log(f"step {state['global_step']}: {flat}" + (" (best)" if improved else ""))
-            self.model.train()
 
         bar = tqdm(total=total_steps, initial=state["global_step"], desc="train", unit="step",
                    disable=not acc.is_main_process or None)
         self.model.train()
-        running, running_n, t_log, done = torch.zeros((), device=acc.device), 0, time.perf_counter(), False
-        lengths = features["length"]
+        loss_sum = torch.zeros((), device=acc.device)  # summed on device: no per-step host synchronisation
+        lengths, done = features["length"], state["global_step"] >= total_steps
+        self._since_log = (0, time.perf_counter())
         while not done:
             order = train_batches(lengths, cfg.batch_size, cfg.seed, state["epoch"], cfg.group_by_length)
-            mine = order[: batches_per_epoch * world][rank::world]
-            micro = mine[state["step_in_epoch"] * cfg.grad_accum:]
+            micro = shard(order, world, rank)[state["step_in_epoch"] * cfg.grad_accum:]
             t0 = time.perf_counter()
             for i, idx in enumerate(micro):
                 is_step = (i + 1) % cfg.grad_accum == 0 or i == len(micro) - 1
@@ -169,50 +160,35 @@ class Trainer:
                 with acc.no_sync(self.model) if not is_step else _null():
                     loss = self.model(**batch).loss
                     acc.backward(loss / cfg.grad_accum)
-                running += loss.detach()
-                running_n += 1
+                loss_sum += loss.detach()
+                self._since_log = (self._since_log[0] + 1, self._since_log[1])
                 state["examples_seen"] += len(idx) * world
                 if not is_step:
                     continue
                 acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
                 state["global_step"] += 1
                 state["step_in_epoch"] += 1
-                bar.update(1)
                 step = state["global_step"]
+                bar.update(1)
+                fault_point("step", step)
                 for callback in self.callbacks:
                     callback(self, state)
-                if step % LOG_EVERY == 0 or step == total_steps:
-                    mean_loss = (running / running_n).item()  # the only host sync in the loop
-                    if not math.isfinite(mean_loss):
-                        raise BertkitError(f"loss is {mean_loss} at step {step}; stopping. The last good checkpoint "
-                                           f"is kept in {ckpt_dir}. Try a lower --lr or --precision fp32.")
-                    now = time.perf_counter()
-                    rate = running_n * cfg.batch_size * world / (now - t_log)
-                    bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
-                    if acc.is_main_process:
-                        append_jsonl(out / "train_log.jsonl", {"step": step, "loss": mean_loss, "examples_per_s": rate,
-                                                               "lr": scheduler.get_last_lr()[0]})
-                    running.zero_()
-                    running_n, t_log = 0, now
-                end_of_epoch = i == len(micro) - 1
                 done = step >= total_steps
-                if step % eval_every == 0 or done or (cfg.eval_every == "epoch" and end_of_epoch):
+                evaluate = step % eval_every == 0 or done or (cfg.eval_every == "epoch" and i == len(micro) - 1)
+                save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
+                if step % LOG_EVERY == 0 or save:
+                    self._log_loss(state, loss_sum, bar)
+                if save:
                     state["train_seconds"] += time.perf_counter() - t0
-                    run_eval()
+                    if evaluate:
+                        done = self._evaluate(state, eval_sets, steps_per_epoch) or done
+                    checkpoints.save(acc, self.ckpt_dir, step, state, cfg.keep_checkpoints)
+                    self.model.train()
                     t0 = time.perf_counter()
-                    stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
-                    done = done or stop
-                    if stop:
-                        self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")
-                    checkpoints.save(acc, ckpt_dir, step, state, cfg.keep_checkpoints)
-                    t_log = time.perf_counter()
-                elif cfg.save_every and step % cfg.save_every == 0:
-                    state["train_seconds"] += time.perf_counter() - t0
-                    checkpoints.save(acc, ckpt_dir, step, state, cfg.keep_checkpoints)
-                    t0 = t_log = time.perf_counter()
+                    self._since_log = (0, t0)
                 if done:
                     break
             else:
@@ -221,10 +197,55 @@ class Trainer:
         bar.close()
         return self._finish(state, eval_sets, test)
 
+    def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
+        """Read the summed loss (one host sync), stop on NaN/inf before any checkpoint can keep it, log."""
+        n, since = self._since_log
+        if n == 0:
+            return
+        mean_loss = (loss_sum / n).item()
+        step = state["global_step"]
+        if not math.isfinite(mean_loss):
+            raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
+                               f"checkpoint is kept in {self.ckpt_dir}. Try a lower --lr or --precision fp32.")
+        now = time.perf_counter()
+        rate = n * self.cfg.batch_size * self.accelerator.num_processes / (now - since)
+        bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
+        if self.accelerator.is_main_process:
+            append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss,
+                                                               "lr": self.scheduler.get_last_lr()[0],
+                                                               "examples_per_s": rate})
+        loss_sum.zero_()
+        self._since_log = (0, now)
+
+    def _evaluate(self, state: dict, eval_sets: dict, steps_per_epoch: int) -> bool:
+        """Evaluate, log, keep the best model; return True when early stopping says stop."""
+        acc, cfg = self.accelerator, self.cfg
+        fault_point("eval", state["global_step"])
+        metrics, _ = self.evaluate(eval_sets)
+        value = metrics[next(iter(eval_sets))][cfg.main_metric]
+        improved = state["best_metric"] is None or value > state["best_metric"]
+        if improved:
+            state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
+            if acc.is_main_process:
+                self.adapter.model = acc.unwrap_model(self.model)
+                self.adapter.save(self.ckpt_dir / "best")
+        else:
+            state["bad_evals"] += 1
+        if acc.is_main_process:
+            flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
+            append_jsonl(self.output_dir / "eval_metrics.jsonl", {
+                "step": state["global_step"], "epoch": round(state["global_step"] / steps_per_epoch, 3), **flat})
+            self.log(f"step {state['global_step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in flat.items())
+                     + (" (best)" if improved else ""))
+        stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
+        if stop:
+            self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")
+        return stop
+
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
-        best = out / "checkpoints" / "best"
+        best = self.ckpt_dir / "best"
         model = acc.unwrap_model(self.model)
         if best.is_dir():
             from safetensors.torch import load_file
@@ -235,16 +256,17 @@ class Trainer:
             test = _as_dataset(test, self.adapter.label_names)
             eval_sets = {**eval_sets, "test": (test, self.adapter.encode(test))}
         metrics, predictions = self.evaluate(eval_sets)
+        seconds = state["train_seconds"]
         result = {"task": self.cfg.task, "main_metric": self.cfg.main_metric, "best_step": state["best_step"],
-                  **{name: m for name, m in metrics.items()},
+                  **metrics,
                   "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
-                            "train_seconds": round(state["train_seconds"], 1),
-                            "examples_per_s": round(state["examples_seen"] / max(state["train_seconds"], 1e-9), 1),
+                            "train_seconds": round(seconds, 1),
+                            "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
         if acc.is_main_process:
             for name, preds in predictions.items():
                 with atomic_path(out / f"predictions_{name}.jsonl") as p:
-                    p.write_text("".join(_json_line(x) for x in preds))
+                    p.write_text("".join(json.dumps(x) + "\n" for x in preds))
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
         acc.wait_for_everyone()
@@ -260,19 +282,11 @@ def _save_into(adapter, out: Path) -> None:
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    import json
-
     if not path.is_file():
         return
     keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     with atomic_path(path) as p:
         p.write_text("".join(line + "\n" for line in keep))
-
-
-def _json_line(obj) -> str:
-    import json
-
-    return json.dumps(obj) + "\n"
 
 
 class _null:

@@ -76,3 +76,16 @@ def package_versions() -> dict[str, str]:
 
     out["python"] = platform.python_version()
     return out
+
+
+def fault_point(name: str, step: int) -> None:
+    """Test hook for crash-safety tests: `BERTKIT_FAULT=eval:12` SIGKILLs this process at that point.
+
+    Points: `step` (after optimiser step N), `eval` (as evaluation at step N starts), `checkpoint` (checkpoint N
+    written under its temporary name, not yet renamed), `pointer` (renamed, `latest` not yet updated).
+    """
+    spec = os.environ.get("BERTKIT_FAULT")
+    if spec and spec == f"{name}:{step}":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -10,6 +10,7 @@ import typing
 from pathlib import Path
 
 from ..config import FinetuneConfig, load_recipe, recipe_names
+from ..distributed import is_main_process
 from ..errors import BertkitError
 from ..utils import write_json
 
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
     if not cfg.seeds:
         result = train_one(adapter_cls, cfg, train, evals, test, label_names)
+        if not is_main_process():
+            return 0
         print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
         print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
         return 0
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         seed_cfg.resume = cfg.resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
         results[seed] = train_one(adapter_cls, seed_cfg, train, evals, test, label_names)
+    if not is_main_process():
+        return 0
     summary = summarize(results)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     write_json(out / "summary.json", summary)
@@ -92,8 +97,9 @@ def train_one(adapter_cls, cfg: FinetuneConfig, train, evals, test, label_names)
     adapter = adapter_cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
     result = Trainer(adapter, cfg).fit(train, evals, test)
     t = result["train"]
-    print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} examples/s, "
-          f"{t['precision']})")
+    if is_main_process():
+            print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} "
+              f"examples/s, {t['precision']})")
     return result
 
 

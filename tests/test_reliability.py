@@ -1,0 +1,134 @@
+"""Crash-safe resume (SIGKILL at several points), NaN stops, launch checks and real 2-process data parallel."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file
+
+from bertkit.batching import shard
+
+from .conftest import write_sst2
+
+
+def bertkit(args, env=None, launcher=()):
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+    cmd = [*launcher, "-m", "bertkit.cli", *args] if launcher else [sys.executable, "-m", "bertkit.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return write_sst2(tmp_path_factory.mktemp("rel") / "sst2", n_train=256, n_dev=65)
+
+
+def finetune_args(tiny_bert, data, out, *extra):
+    # 256 / 16 = 16 steps per epoch, 2 epochs; evaluation every 8 steps, checkpoints also every 5
+    return ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(data), "--precision", "fp32",
+            "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--eval-every", "8", "--save-every", "5",
+            "--eval-batch-size", "8", "--output-dir", str(out), *extra]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, tiny_bert, data):
+    out = tmp_path_factory.mktemp("ref") / "run"
+    proc = bertkit(finetune_args(tiny_bert, data, out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def same_run(a, b):
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys() and all((wa[k] == wb[k]).all() for k in wa)  # bitwise
+    ma, mb = (json.loads((d / "metrics.json").read_text()) for d in (a, b))
+    assert ma["dev"] == mb["dev"] and ma["best_step"] == mb["best_step"]
+    assert (a / "eval_metrics.jsonl").read_text() == (b / "eval_metrics.jsonl").read_text()
+
+
+@pytest.mark.parametrize("point", ["step:13", "eval:16", "checkpoint:10", "pointer:15", "checkpoint:24"])
+def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, reference, tmp_path):
+    out = tmp_path / "run"
+    killed = bertkit(finetune_args(tiny_bert, data, out), env={"BERTKIT_FAULT": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert not (out / "metrics.json").exists()
+    resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stderr
+    same_run(reference, out)
+    assert not list((out / "checkpoints").glob(".*"))  # no temporary left behind
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_bert, data, reference, tmp_path):
+    out = tmp_path / "run"
+    assert bertkit(finetune_args(tiny_bert, data, out), env={"BERTKIT_FAULT": "step:22"}).returncode < 0
+    latest = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
+    assert latest.name == "step-0000020"
+    weights = latest / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # a torn write
+    resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "step-0000020 is damaged" in resumed.stderr and "resumed from" in resumed.stderr
+    same_run(reference, out)
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tiny_bert, data, tmp_path):
+    out = tmp_path / "run"
+    proc = bertkit(finetune_args(tiny_bert, data, out, "--lr", "1e12", "--max-grad-norm", "1e30"))
+    assert proc.returncode == 2 and "the training loss became" in proc.stderr and "Traceback" not in proc.stderr
+    for ckpt in (out / "checkpoints").glob("step-*"):
+        assert all(t.isfinite().all() for t in load_file(ckpt / "model.safetensors").values())
+
+
+def test_shards_are_distinct_equal_and_complete():
+    batches = [[i] for i in range(11)]
+    parts = [shard(batches, 2, r) for r in range(2)]
+    assert len(parts[0]) == len(parts[1]) == 5 and not set(map(tuple, parts[0])) & set(map(tuple, parts[1]))
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+@pytest.mark.slow
+def test_two_process_cpu_data_parallel_is_real(tiny_bert, data, tmp_path):
+    # 2 processes × 8 examples = 16 per step, as the single-process run with batch 16; 3 epochs = 48 steps
+    common = ["--epochs", "3", "--seed", "1"]
+    out, single_out = tmp_path / "ddp", tmp_path / "single"
+    proc = bertkit(finetune_args(tiny_bert, data, out, "--batch-size", "8", *common), env={"ACCELERATE_USE_CPU": "1"},
+                   launcher=TORCHRUN)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert bertkit(finetune_args(tiny_bert, data, single_out, *common)).returncode == 0
+    metrics, single = (json.loads((d / "metrics.json").read_text()) for d in (out, single_out))
+    assert metrics["train"]["processes"] == 2 and metrics["train"]["steps"] == single["train"]["steps"] == 48
+    assert abs(metrics["dev"]["accuracy"] - single["dev"]["accuracy"]) <= 0.05 and metrics["dev"]["accuracy"] >= 0.9
+    lrs = [json.loads(line)["lr"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+    single_lrs = [json.loads(line)["lr"] for line in (single_out / "train_log.jsonl").read_text().splitlines()]
+    assert lrs == single_lrs  # the schedule advances once per step, not once per process
+    # evaluation gathered every example exactly once (65 examples in 9 batches of 8: an uneven split)
+    assert len((out / "predictions_dev.jsonl").read_text().splitlines()) == 65
+    assert proc.stdout.count('"main_metric"') == 1  # only the main process prints
+    evaluated = bertkit(["evaluate", "--model", str(out), "--task", "sst2", "--data-dir", str(data), "--precision",
+                         "fp32"])
+    assert evaluated.returncode == 0
+    assert json.loads((out / "eval_sst2_dev.json").read_text())["accuracy"] == metrics["dev"]["accuracy"]
+
+
+@pytest.mark.slow
+def test_torchrun_without_the_cpu_flag_is_stopped_with_the_right_command(tiny_bert, data, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    proc = subprocess.run([*TORCHRUN, "-m", "bertkit.cli", *finetune_args(tiny_bert, data, tmp_path / "x")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode != 0 and "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node 2" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_accelerate_launch_cpu_single_process_is_detected(tiny_bert, data, tmp_path):
+    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable))
+    proc = subprocess.run([accelerate, "launch", "--cpu", "--num_processes", "2", "-m", "bertkit.cli",
+                           *finetune_args(tiny_bert, data, tmp_path / "x")], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode != 0 and "starts ONE process" in proc.stderr
