@@ -1,0 +1,75 @@
+"""`bertkit extract`: contextual features from chosen layers, combined and pooled, streamed to disk."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+
+EXAMPLE = """example:
+  bertkit extract --model minilm-l6 --input sentences.txt --output feats --layers last4 --combine concat --pool mean
+  bertkit extract --model minilm-l6 --input ../shared/data/conll2003/valid.txt --output conll-feats \\
+      --layers second-to-last --pool first           # one row per CoNLL word, aligned with the file
+layers: embeddings, last, second-to-last, last4, all, or numbers/ranges of hidden states (0 = embeddings,
+-1 = last layer): -1,-2,-3,-4 or 1-6.  pool: first, last, mean (word level), cls, sentence-mean, none (pieces).
+"""
+CHUNK = 4096  # sentences read, sorted by length and extracted at a time: bounds memory whatever the input size
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from ..errors import DataError
+    from ..extract import FeatureExtractor, ShardWriter
+    from ..extract.extractor import SentenceError
+    from ..extract.inputs import read_sentences
+
+    fx = FeatureExtractor(args.model, layers=args.layers, combine=args.combine, pool=args.pool,
+                          precision=args.precision, batch_size=args.batch_size, max_length=args.max_length)
+    sentences = read_sentences(args.input, args.input_format, fx.tokenizer, args.text_field)
+    first = next(sentences)  # reads and checks the start of the input before the output folder exists
+    sentence_level = args.pool in ("cls", "sentence-mean")
+    writer = ShardWriter(args.output, sentence_level, fmt=args.format, dtype=args.dtype, shard_rows=args.shard_rows)
+    t0, n = time.perf_counter(), 0
+    bar = tqdm(desc="extract", unit="sent", disable=None)
+    try:
+        stream = itertools.chain([first], sentences)
+        while chunk := list(itertools.islice(stream, CHUNK)):
+            try:
+                vectors = fx([words for _, words, _ in chunk], dtype=writer.dtype)
+            except SentenceError as e:  # name the input line
+                raise DataError(str(e).split(": ", 1)[1], file=args.input, line=chunk[e.index][2]) from None
+            for (sid, words, _), v in zip(chunk, vectors):
+                writer.add(sid, words, v)
+            n += len(chunk)
+            bar.update(len(chunk))
+        bar.close()
+        seconds = time.perf_counter() - t0
+        out = writer.close({"model": args.model, "layers": fx.layers, "combine": args.combine, "pool": args.pool,
+                            "dim": fx.dim, "precision": fx.precision, "seconds": round(seconds, 1)})
+    except BaseException:
+        writer.abort()
+        raise
+    print(f"extracted {n} sentences in {seconds:.1f} s ({n / seconds:.1f} sentences/s) to {out}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("extract", help="extract contextual features (ELMo-style) to disk", epilog=EXAMPLE,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="minilm-l6, a local checkpoint folder, or a hub id")
+    p.add_argument("--input", required=True, help="text (one sentence per line), pre-tokenised text, CoNLL or JSONL")
+    p.add_argument("--output", required=True, help="output folder (index.jsonl, shard-*.npy, meta.json)")
+    p.add_argument("--layers", default="last4", help="which hidden states (default last4)")
+    p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "none"])
+    p.add_argument("--pool", default="mean", choices=["first", "last", "mean", "cls", "sentence-mean", "none"])
+    p.add_argument("--input-format", default="auto", choices=["auto", "text", "pretokenized", "conll", "jsonl"])
+    p.add_argument("--text-field", default="text", help="JSONL field with the text (default text)")
+    p.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    p.add_argument("--format", default="npy", choices=["npy", "safetensors"])
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=512, help="longest sentence in word pieces")
+    p.add_argument("--shard-rows", type=int, default=65536, help="rows per shard file")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    p.set_defaults(func=run)

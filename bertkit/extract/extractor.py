@@ -1,0 +1,79 @@
+"""ELMo-style contextual features from any BERT checkpoint: chosen hidden layers, combined, pooled to words.
+
+Example:
+```python
+>>> fx = FeatureExtractor("minilm-l6", layers="last4", combine="concat", pool="mean")
+>>> vecs = fx(["EU rejects German call".split()])      # one [words, 4*384] array per sentence
+>>> vecs[0].shape
+(4, 1536)
+```
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformers import AutoModel
+
+from ..batching import sorted_batches
+from ..errors import BertkitError
+from ..models import autocast, load_pretrained, load_tokenizer, resolve_precision
+from .layers import combine_layers, parse_layers, pool_pieces
+
+
+class SentenceError(BertkitError):
+    """A sentence the model cannot take; `index` is its position in the call's input."""
+
+    def __init__(self, index: int, message: str):
+        self.index = index
+        super().__init__(f"sentence {index}: {message}")
+
+
+class FeatureExtractor:
+    """Frozen BERT → hidden states of `layers` → `combine` → `pool`. Inputs are lists of words (pre-tokenised)."""
+
+    def __init__(self, model: str, layers: str = "last4", combine: str = "concat", pool: str = "mean",
+                 precision: str = "auto", batch_size: int = 64, max_length: int = 512, device: str | None = None):
+        self.model = load_pretrained(AutoModel, model).eval()
+        self.tokenizer = load_tokenizer(model)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model.to(self.device)
+        self.precision = resolve_precision(precision, self.device)
+        self.layers = parse_layers(layers, self.model.config.num_hidden_layers)
+        combine_layers(torch.zeros(1, 1, 1), combine)  # validate the modes early
+        pool_pieces(torch.zeros(2, 1), [None, 0], 1, pool)
+        self.combine, self.pool, self.batch_size, self.max_length = combine, pool, batch_size, max_length
+
+    @property
+    def dim(self) -> int:
+        h = self.model.config.hidden_size
+        return h * len(self.layers) if self.combine == "concat" else h
+
+    def encode(self, sentences: list[list[str]]):
+        return self.tokenizer(sentences, is_split_into_words=True, truncation=False)
+
+    @torch.no_grad()
+    def __call__(self, sentences: list[list[str]], dtype=np.float32) -> list[np.ndarray]:
+        """One array per sentence, in input order: [words, dim] (word pooling), [dim] (sentence pooling),
+        [pieces, dim] (pool none); with combine none an extra layer axis before dim."""
+        if not sentences:
+            return []
+        enc = self.encode(sentences)
+        lengths = [len(ids) for ids in enc["input_ids"]]
+        for i, n in enumerate(lengths):
+            if n > self.max_length:
+                raise SentenceError(i, f"{n} word pieces; the model takes at most {self.max_length}")
+            if not sentences[i]:
+                raise SentenceError(i, "empty sentence")
+        out: list = [None] * len(sentences)
+        for idx in sorted_batches(lengths, self.batch_size):  # similar lengths together; order restored below
+            batch = self.tokenizer.pad({"input_ids": [enc["input_ids"][i] for i in idx]}, return_tensors="pt")
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            with autocast(self.precision, self.device):
+                hidden = self.model(**batch, output_hidden_states=True).hidden_states  # L+1 × [batch, pieces, H]
+            chosen = torch.stack([hidden[i] for i in self.layers]).float()  # [layers, batch, pieces, H]
+            for j, i in enumerate(idx):
+                vectors = combine_layers(chosen[:, j, : lengths[i]], self.combine)  # [pieces, (layers,) dim]
+                pooled = pool_pieces(vectors, enc.word_ids(i), len(sentences[i]), self.pool)
+                out[i] = pooled.cpu().numpy().astype(dtype, copy=False)
+        return out

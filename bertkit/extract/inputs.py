@@ -1,0 +1,76 @@
+"""Sentences for extraction, streamed from a file: raw text, whitespace-tokenised text, CoNLL, or JSONL.
+
+Each item is (sentence id, words, source line). Raw text is split into words by the model tokenizer's own
+pre-tokenizer (whitespace and punctuation, as BERT sees them); CoNLL keeps the file's words one-to-one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import DataError
+
+FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    if not path.is_file():
+        raise DataError("file not found", file=path)
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise DataError("not UTF-8 text", file=path, line=n) from None
+            yield n, text.rstrip("\r\n")
+
+
+def detect_format(path: Path) -> str:
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return "jsonl"
+    for _, line in _lines(path):
+        if line.strip():
+            return "conll" if line.startswith("-DOCSTART-") or path.suffix.lower() == ".conll" else "text"
+    raise DataError("file is empty", file=path)
+
+
+def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> Iterator[tuple[int, list[str], int]]:
+    path = Path(path)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    count = 0
+    if fmt == "conll":
+        words, start = [], None
+        for n, line in list(_lines(path)) + [(None, "")]:
+            if line.strip() and not line.startswith("-DOCSTART-"):
+                words.append(line.split()[0])
+                start = start or n
+            elif words:
+                yield count, words, start
+                count, words, start = count + 1, [], None
+    else:
+        pre = tokenizer.backend_tokenizer.pre_tokenizer if tokenizer is not None else None
+        for n, line in _lines(path):
+            if fmt == "jsonl":
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"not valid JSON: {e.msg}", file=path, line=n) from None
+                if not isinstance(row, dict) or text_field not in row:
+                    raise DataError("missing text field", file=path, line=n, field=text_field)
+                line = row[text_field] if isinstance(row[text_field], str) else ""
+            if not line.strip():
+                raise DataError("empty text (one sentence per line; remove blank lines)", file=path, line=n,
+                                field=text_field if fmt == "jsonl" else None)
+            if fmt == "pretokenized" or pre is None:
+                words = line.split()
+            else:
+                words = [w for w, _ in pre.pre_tokenize_str(line)]
+            yield count, words, n
+            count += 1
+    if count == 0:
+        raise DataError("no sentences found", file=path)

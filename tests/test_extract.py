@@ -1,0 +1,122 @@
+"""Feature extraction: parity with transformers' output_hidden_states, pooling, order, shards, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from bertkit.cli import main
+from bertkit.errors import BertkitError
+from bertkit.extract import FeatureExtractor, FeatureReader, parse_layers
+
+SENTENCES = [["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."],
+             ["Peter", "Blackburn"],
+             ["unbelievably", "hyperparameterised", "tokenisation", "x"],  # multi-piece words
+             ["a"] + ["very"] * 20 + ["long", "sentence"]]
+
+
+def reference(tiny_bert, words, layers, combine, pool):
+    """What a user would compute by hand from output_hidden_states, one sentence at a time."""
+    tok, model = AutoTokenizer.from_pretrained(tiny_bert), AutoModel.from_pretrained(tiny_bert).eval()
+    enc = tok(words, is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**enc, output_hidden_states=True).hidden_states
+    h = torch.stack([hidden[i][0] for i in layers])  # [layers, pieces, H]
+    v = {"concat": torch.cat(list(h), -1), "mean": h.mean(0), "sum": h.sum(0), "none": h.transpose(0, 1)}[combine]
+    ids = enc.word_ids(0)
+    text = [i for i, w in enumerate(ids) if w is not None]
+    if pool == "cls":
+        return v[0].numpy()
+    if pool == "sentence-mean":
+        return v[text].mean(0).numpy()
+    if pool == "none":
+        return v[text].numpy()
+    rows = []
+    for w in range(len(words)):
+        pieces = [i for i in text if ids[i] == w]
+        rows.append({"first": v[pieces[0]], "last": v[pieces[-1]], "mean": v[pieces].mean(0)}[pool])
+    return torch.stack(rows).numpy()
+
+
+@pytest.mark.parametrize("combine", ["concat", "mean", "sum", "none"])
+@pytest.mark.parametrize("pool", ["first", "last", "mean", "cls", "sentence-mean", "none"])
+def test_vectors_equal_output_hidden_states_slices(tiny_bert, combine, pool):
+    fx = FeatureExtractor(str(tiny_bert), layers="0,-1,1", combine=combine, pool=pool, precision="fp32",
+                          batch_size=3)
+    got = fx(SENTENCES)  # batched, padded and length-sorted internally
+    for words, g in zip(SENTENCES, got):
+        np.testing.assert_allclose(g, reference(tiny_bert, words, [0, 2, 1], combine, pool), atol=1e-5)
+
+
+def test_word_rows_align_with_words_and_multi_piece_words(tiny_bert):
+    fx = FeatureExtractor(str(tiny_bert), layers="last", combine="concat", pool="first", precision="fp32")
+    pieces = fx.tokenizer(SENTENCES[2], is_split_into_words=True).word_ids()
+    assert len(pieces) > len(SENTENCES[2]) + 2  # the words really are split into several pieces
+    assert [v.shape for v in fx(SENTENCES)] == [(len(s), 32) for s in SENTENCES]
+
+
+@pytest.mark.parametrize("spec, expected", [("embeddings", [0]), ("last", [2]), ("second-to-last", [1]),
+                                            ("all", [1, 2]), ("-1,-2", [2, 1]), ("1-2", [1, 2]), ("0", [0]),
+                                            ("-3", [0])])
+def test_layer_specs(spec, expected):
+    assert parse_layers(spec, 2) == expected
+    assert parse_layers("last4", 6) == [3, 4, 5, 6] and parse_layers("-4--1", 6) == [3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("spec, message", [("7", "layer 7 does not exist; the model has 6 layers"),
+                                           ("-8", "layer -8 does not exist"), ("top", "is not a layer number"),
+                                           ("1-9", "layer 9 does not exist"), (",", "is not a layer number")])
+def test_bad_layer_specs(spec, message):
+    with pytest.raises(BertkitError, match=message):
+        parse_layers(spec, 6)
+    with pytest.raises(BertkitError, match="only 2 layers"):
+        parse_layers("last4", 2)
+
+
+def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
+    out = tmp_path / "feats"
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(out), "--layers", "last",
+                 "--pool", "mean", "--input-format", "pretokenized", "--shard-rows", "10", "--dtype", "float32",
+                 "--precision", "fp32", "--batch-size", "2"]) == 0
+    reader = FeatureReader(out)
+    assert len(reader) == 4 and len(list(out.glob("shard-*.npy"))) == 2  # 11 rows, then 27
+    direct = FeatureExtractor(str(tiny_bert), layers="last", pool="mean", precision="fp32")(SENTENCES)
+    for (words, rows), s, d in zip(reader, SENTENCES, direct):
+        assert words == s
+        np.testing.assert_allclose(rows, d, atol=1e-5)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["rows"] == sum(map(len, SENTENCES)) and meta["layers"] == [2]
+
+
+def test_conll_input_one_row_per_word_and_sentence_level_output(tiny_bert, tmp_path):
+    conll = tmp_path / "x.txt"
+    conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")
+    out = tmp_path / "f"
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(conll), "--output", str(out), "--pool",
+                 "first", "--layers", "all", "--combine", "mean"]) == 0
+    assert [w for w, _ in FeatureReader(out)] == [["EU", "rejects"], ["Peter"]]
+    out2 = tmp_path / "g"
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(conll), "--output", str(out2), "--pool",
+                 "cls", "--layers", "last", "--format", "safetensors"]) == 0
+    assert [v.shape for _, v in FeatureReader(out2)] == [(32,), (32,)]
+
+
+@pytest.mark.parametrize("content, args, message", [
+    ("a sentence\n\nanother\n", [], "line 2: empty text"),
+    ("", [], "file is empty"),
+    ('{"txt": "x"}\n', ["--input-format", "jsonl"], 'line 1, field "text": missing text field'),
+    ("ok\n", ["--layers", "9"], "layer 9 does not exist"),
+    ("ok\n" + "word " * 600 + "\n", ["--input-format", "pretokenized"], "line 2: 602 word pieces"),
+])
+def test_bad_extract_input_exits_2_and_leaves_nothing(tiny_bert, tmp_path, capsys, content, args, message):
+    inp = tmp_path / "in.txt"
+    inp.write_text(content)
+    out = tmp_path / "feats"
+    args = ["--layers", "last", *args]  # the tiny model has 2 layers; a later --layers wins
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.glob(".feats*"))
