@@ -22,6 +22,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import shlex
+
+    from .utils import COMMAND
+
+    argv = sys.argv[1:] if argv is None else argv
+    COMMAND[0] = shlex.join(["bertkit", *argv])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

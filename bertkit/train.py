@@ -31,6 +31,7 @@ from .errors import BertkitError
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
+from .report import write_report
 from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, write_json
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device)
@@ -129,7 +130,7 @@ class Trainer:
         train = _as_dataset(train, self.adapter.label_names)
         if not evals:
             raise BertkitError("at least one evaluation set is needed (validation_files)")
-        features = self.adapter.encode(train)
+        features, self._n_train = self.adapter.encode(train), len(train)
         eval_sets = {k: (v, self.adapter.encode(v)) for k, v in
                      ((k, _as_dataset(v, self.adapter.label_names)) for k, v in evals.items())}
         rank, world = acc.process_index, acc.num_processes
@@ -258,7 +259,7 @@ class Trainer:
         metrics, predictions = self.evaluate(eval_sets)
         seconds = state["train_seconds"]
         result = {"task": self.cfg.task, "main_metric": self.cfg.main_metric, "best_step": state["best_step"],
-                  **metrics,
+                  **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
                   "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
                             "train_seconds": round(seconds, 1),
                             "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
@@ -269,6 +270,7 @@ class Trainer:
                     p.write_text("".join(json.dumps(x) + "\n" for x in preds))
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
+            write_report(out)
         acc.wait_for_everyone()
         return result
 

@@ -63,6 +63,9 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+COMMAND = [""]  # the bertkit command line of this process, set by the CLI
+
+
 def package_versions() -> dict[str, str]:
     names = ["bertkit", "torch", "transformers", "datasets", "evaluate", "accelerate", "scikit-learn",
              "seqeval", "safetensors", "numpy", "tokenizers"]
@@ -73,9 +76,28 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     import platform
+    import sys
 
     out["python"] = platform.python_version()
+    out["command"] = COMMAND[0] or " ".join(sys.argv)
+    out["hardware"] = hardware()
     return out
+
+
+def hardware() -> str:
+    """CPU model and core count, and the GPU if one is used."""
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    desc = f"{cpu}, {os.cpu_count()} cores"
+    if torch.cuda.is_available():
+        desc += f", GPU {torch.cuda.get_device_name(0)}"
+    return desc
 
 
 def fault_point(name: str, step: int) -> None:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from bertkit.cli import main
 
@@ -23,7 +24,8 @@ def run_dir(tmp_path_factory, tiny_bert, sst2_dir):
 def test_run_folder_is_complete(run_dir):
     names = {p.name for p in run_dir.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "config.yaml", "versions.json",
-            "eval_metrics.jsonl", "metrics.json", "train_log.jsonl", "predictions_dev.jsonl", "checkpoints"} <= names
+            "eval_metrics.jsonl", "metrics.json", "train_log.jsonl", "predictions_dev.jsonl", "checkpoints",
+            "report.md", "README.md", "report_loss_lr.png", "report_metric.png", "report_confusion_dev.png"} <= names
     assert not [n for n in names if n.startswith(".")]  # no temporary leftovers
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["dev"]["accuracy"] >= 0.75 and metrics["train"]["steps"] == 32
@@ -33,6 +35,19 @@ def test_run_folder_is_complete(run_dir):
     assert "lr: 0.01" in (run_dir / "config.yaml").read_text()
     ckpts = run_dir / "checkpoints"
     assert (ckpts / "latest").read_text().strip() == "step-0000032" and (ckpts / "best" / "config.json").is_file()
+
+
+def test_report_and_model_card(run_dir):
+    report = (run_dir / "report.md").read_text()
+    assert "## Final metrics" in report and "![report_loss_lr.png](report_loss_lr.png)" in report
+    assert "| dev | accuracy |" in report and "command: `bertkit finetune sst2" in report
+    card = (run_dir / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---")[1])
+    assert meta["pipeline_tag"] == "text-classification" and meta["library_name"] == "transformers"
+    assert "AutoModelForSequenceClassification.from_pretrained" in card and "256 examples" in card
+    from PIL import Image
+
+    assert Image.open(run_dir / "report_confusion_dev.png").size[0] > 200
 
 
 def test_plain_transformers_loads_the_run_folder_without_bertkit(run_dir):

@@ -107,8 +107,10 @@ def summarize(results: dict[int, dict]) -> dict:
     """Mean ± sample standard deviation (ddof=1) of every evaluation metric over the seeds."""
     import numpy as np
 
+    from ..report import eval_splits
+
     first = next(iter(results.values()))
-    splits = [k for k, v in first.items() if isinstance(v, dict) and k != "train"]
+    splits = eval_splits(first)
     metrics = {}
     for split in splits:
         for name in first[split]:

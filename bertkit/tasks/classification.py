@@ -67,6 +67,9 @@ class SequenceClassification(Adapter):
         probs = softmax(logits)
         preds = probs.argmax(-1)
         predictions = [self._prediction(p) for p in probs]
+        if "label" in examples.column_names:
+            for p, gold in zip(predictions, examples["label"]):
+                p["gold"] = self.label_names[gold]
         metrics = compute_metrics(metric_hooks, preds.tolist(), list(examples["label"])) if metric_hooks else {}
         return metrics, predictions
 
