@@ -68,7 +68,7 @@ class Trainer:
         self.adapter, self.cfg, self.callbacks = adapter, config, list(callbacks)  # callback(trainer, state)
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            config.metrics, num_labels=len(adapter.label_names))
+            config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
         self.accelerator = accelerator or Accelerator(
@@ -149,7 +149,8 @@ class Trainer:
                 append_jsonl(out / "eval_metrics.jsonl", {"step": state["global_step"], "epoch": round(
                     state["global_step"] / steps_per_epoch, 3), **{f"{k}/{m}": v for k, d in metrics.items()
                                                                     for m, v in d.items()}})
-            flat = ", ".join(f"{k} {m} {v:.4f}" for k, d in metrics.items() for m, v in d.items())
+            flat = ", ".join(f"{k} {m} {v:.4f}" for k, d in metrics.items() for m, v in d.items()
+                             if isinstance(v, (int, float)))  # tables (e.g. NER per_type) only go to the files
             self.log(f"step {state['global_step']}: {flat}" + (" (best)" if improved else ""))
             self.model.train()
 
@@ -243,8 +244,7 @@ class Trainer:
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
         if acc.is_main_process:
             for name, preds in predictions.items():
-                with atomic_path(out / f"predictions_{name}.jsonl") as p:
-                    p.write_text("".join(_json_line(x) for x in preds))
+                self.adapter.write_predictions(out, name, preds)
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
         acc.wait_for_everyone()
@@ -267,12 +267,6 @@ def _truncate_log(path: Path, step: int) -> None:
     keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     with atomic_path(path) as p:
         p.write_text("".join(line + "\n" for line in keep))
-
-
-def _json_line(obj) -> str:
-    import json
-
-    return json.dumps(obj) + "\n"
 
 
 class _null:
