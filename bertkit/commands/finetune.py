@@ -46,6 +46,7 @@ def default_output_dir(cfg: FinetuneConfig) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..models import resolve_model
     from ..tasks import get_adapter_class
     from ..train import Trainer
     from ..utils import set_seed
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if not cfg.resume and out.exists() and any(out.iterdir()):
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
     adapter_cls = get_adapter_class(cfg.adapter)
+    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     # Everything the user gave is read and validated before the run folder is created.
     train, evals, label_names = adapter_cls.load_data(cfg)
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
