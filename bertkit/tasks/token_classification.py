@@ -95,61 +95,18 @@ class TokenClassification(Adapter):
         return load_conll_split(cfg, split, label_names, file)
 
     # --- features -----------------------------------------------------------------------------------------------
-    def _pieces(self, enc, i: int, num_words: int) -> list[list[int]]:
-        """Piece ids of each word of sentence i; a word the tokenizer drops (e.g. a zero-width space) becomes
-        [UNK], and a word longer than a window keeps its first `budget` pieces."""
-        pieces = [[] for _ in range(num_words)]
-        for piece, word in zip(enc["input_ids"][i], enc.word_ids(i)):
-            pieces[word].append(piece)
-        return [p[: self.budget] or [self.tokenizer.unk_token_id] for p in pieces]
-
-    def _label(self, tag) -> int:
-        if isinstance(tag, int):
-            return tag
-        if tag not in self.label2id:
-            raise BertkitError(f"tag {tag!r} is not one of the model's labels ({', '.join(self.label_names)})")
-        return self.label2id[tag]
-
-    def _piece_labels(self, pieces: list[list[int]], tags: list[int]) -> list[int]:
-        """Labels of the pieces of a run of words: the tag on the first piece; -100 (or the I- tag) on the others."""
-        out = []
-        for word_pieces, tag in zip(pieces, tags):
-            rest = -100
-            if self.label_all_pieces:
-                name = self.label_names[tag]
-                rest = self.label2id.get("I-" + name[2:], tag) if name.startswith("B-") else tag
-            out += [tag] + [rest] * (len(word_pieces) - 1)
-        return out
-
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         """One feature per window (usually one per sentence): model inputs, `labels` when the examples have
         `tags`, and `word_ids` / `example_id` to map each position back to its word."""
-        has_tags = "tags" in examples.column_names
-        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        segments = "token_type_ids" in self.tokenizer.model_input_names  # BERT: all 0 (one segment)
-
-        def tokenize(batch, indices):
-            enc = self.tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
-            out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask",
-                                   "word_ids", "example_id", "length", *(("labels",) if has_tags else ()))}
-            for i, words in enumerate(batch["tokens"]):
-                pieces = self._pieces(enc, i, len(words))
-                tags = [self._label(t) for t in batch["tags"][i]] if has_tags else None
-                for start, end in word_windows([len(p) for p in pieces], self.budget, self.window_overlap):
-                    ids = [cls_id, *(p for w in range(start, end) for p in pieces[w]), sep_id]
-                    out["input_ids"].append(ids)
-                    if segments:
-                        out["token_type_ids"].append([0] * len(ids))
-                    out["attention_mask"].append([1] * len(ids))
-                    out["word_ids"].append([-1, *(w for w in range(start, end) for _ in pieces[w]), -1])
-                    out["example_id"].append(indices[i])
-                    out["length"].append(len(ids))
-                    if has_tags:
-                        out["labels"].append([-100, *self._piece_labels(pieces[start:end], tags[start:end]), -100])
-            return out
-
-        return examples.map(tokenize, batched=True, with_indices=True, remove_columns=examples.column_names,
-                            desc="tokenize" if len(examples) > 10_000 else None)
+        # pieces after a word's first: -100, or with label_all_pieces the word's tag (B-T → I-T)
+        rest = None
+        if self.label_all_pieces:
+            rest = [self.label2id.get("I-" + n[2:], i) if n.startswith("B-") else i
+                    for i, n in enumerate(self.label_names)]
+        settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
+                        label2id=self.label2id, rest=rest)  # passed, not captured: `self` holds the model
+        return examples.map(_encode_batch, batched=True, with_indices=True, fn_kwargs=settings,
+                            remove_columns=examples.column_names, desc="tokenize" if len(examples) > 10_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
         keys = [k for k in MODEL_KEYS if k in features[0]]
@@ -203,6 +160,50 @@ class TokenClassification(Adapter):
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
                 for s, sp, w, t in zip(sentences, spans, tokens, tags)]
+
+
+def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[list[int]]:
+    """Piece ids of each word of sentence i; a word the tokenizer drops (e.g. a zero-width space) becomes [UNK],
+    and a word longer than a window keeps its first `budget` pieces."""
+    pieces = [[] for _ in range(num_words)]
+    for piece, word in zip(enc["input_ids"][i], enc.word_ids(i)):
+        pieces[word].append(piece)
+    return [p[:budget] or [unk_id] for p in pieces]
+
+
+def _tag_id(tag, label2id: dict) -> int:
+    if isinstance(tag, int):
+        return tag
+    if tag not in label2id:
+        raise BertkitError(f"tag {tag!r} is not one of the model's labels ({', '.join(label2id)})")
+    return label2id[tag]
+
+
+def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None):
+    """`TokenClassification.encode` on a batch of sentences: [CLS] pieces [SEP] per window of whole words."""
+    has_tags = "tags" in batch
+    segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
+    enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
+    out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask", "word_ids",
+                           "example_id", "length", *(("labels",) if has_tags else ()))}
+    for i, words in enumerate(batch["tokens"]):
+        pieces = _word_pieces(enc, i, len(words), budget, tokenizer.unk_token_id)
+        tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
+        for start, end in word_windows([len(p) for p in pieces], budget, overlap):
+            words_in = range(start, end)
+            ids = [tokenizer.cls_token_id, *(p for w in words_in for p in pieces[w]), tokenizer.sep_token_id]
+            out["input_ids"].append(ids)
+            if segments:
+                out["token_type_ids"].append([0] * len(ids))
+            out["attention_mask"].append([1] * len(ids))
+            out["word_ids"].append([-1, *(w for w in words_in for _ in pieces[w]), -1])
+            out["example_id"].append(indices[i])
+            out["length"].append(len(ids))
+            if has_tags:  # the tag on a word's first piece; -100 (left out of the loss) or `rest` on the others
+                labels = [x for w in words_in for x in [tags[w]] + [rest[tags[w]] if rest else -100] *
+                          (len(pieces[w]) - 1)]
+                out["labels"].append([-100, *labels, -100])
+    return out
 
 
 def sentence_prediction(tokens: list[str], tags: list[str], gold: list[str] | None = None, text: str | None = None,
