@@ -387,6 +387,8 @@ def test_predict_bad_conll_input_exits_2(ner_run, tmp_path, capsys):
     f = write(tmp_path / "in.conll", "EU B-ORG\nrejects\n")
     assert main(["predict", "--model", str(ner_run), "--input", str(f), "--output", str(tmp_path / "o")]) == 2
     assert f"{f}, line 2: expected 2 columns" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert main(["predict", "--model", str(ner_run), "--input", str(f), "--probs"]) == 2
+    assert "--probs, --text-column and --text-pair-column are for sequence classifiers" in capsys.readouterr().err
 
 
 # --- recipe, hub copy, real files ---------------------------------------------------------------------------------

@@ -86,8 +86,8 @@ def register(subparsers) -> None:
     add_inference_flags(p)
     p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line)")
     p.add_argument("--format", default="auto", choices=["auto", "text", "table", "conll"],
-                   help="text = one text per line; table = TSV/CSV/JSONL/parquet; conll = one word per line "
-                        "(token classification) (auto: by file extension)")
+                   help="text = one text per line; table = TSV/CSV/JSONL/parquet; conll = one word per line, for "
+                        "token classification (auto: by file extension; a file that begins with -DOCSTART- is conll)")
     p.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
     p.add_argument("--text-pair-column", help="column with the second text of a pair")
     p.add_argument("--output", help="JSONL output file (default: standard output)")

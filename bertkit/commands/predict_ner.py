@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     from ..data.conll import conll_lines
     from ..utils import atomic_path
 
+    if args.probs or args.text_column or args.text_pair_column:
+        raise BertkitError("--probs, --text-column and --text-pair-column are for sequence classifiers; "
+                           f"{args.model} is a token classifier (NER)")
     sentences, gold = read_ner_inputs(args.input, args.format, args.pretokenized)
     adapter, precision = load_for_inference(args)
     preds = adapter.predict(sentences, batch_size=args.batch_size, precision=precision)
