@@ -94,7 +94,9 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
                     raise DataError(f"tag {tag!r} is not in the label set ({', '.join(label_names)})", file=path,
                                     line=line, field=f"column {tag_index + 1}")
             tags.append(iob2)
-        words.clear(), word_tags.clear(), tag_lines.clear()
+        words.clear()
+        word_tags.clear()
+        tag_lines.clear()
 
     for n, line in enumerate(_text(path).splitlines(), start=1):
         stripped = line.strip(" \t")
