@@ -40,7 +40,7 @@ class FinetuneConfig:
 
     # what to train
     task: str = _f("sst2", "Task name; also the data sub-folder under BERTKIT_DATA_DIR.")
-    adapter: str = _f("sequence-classification", "Task adapter: sequence-classification.")
+    adapter: str = _f("sequence-classification", "Task adapter: sequence-classification, token-classification.")
     model: str = _f("bert-base-uncased", "Base model: 'minilm-l6' (packaged), a local folder, or a hub id.")
     # data
     data_dir: str | None = _f(None, "Folder with the task's files (default: $BERTKIT_DATA_DIR/<task>).")
@@ -56,8 +56,16 @@ class FinetuneConfig:
     hub_config: str | None = _f(None, "Hub dataset configuration name.")
     hub_splits: list[str] = _f(["train", "validation"], "Hub split names: train, then evaluation split(s).")
     hub_columns: list[str] = _f([], "Hub column names for text, (text pair,) label when they differ from local.")
+    hub_revision: str | None = _f(None, "Hub dataset revision (branch, tag or commit), e.g. refs/convert/parquet: "
+                                        "the hub's parquet export of a dataset that only has a loading script.")
     max_train_samples: int | None = _f(None, "Use only the first N training examples.")
     max_eval_samples: int | None = _f(None, "Use only the first N examples of each evaluation file.")
+    # token classification (NER)
+    tag_column: int = _f(-1, "CoNLL files: column of the tag, counted from 0 (-1 = the last); the token is column 0.")
+    label_all_pieces: bool = _f(False, "Token classification: train on every word piece of a word (its tag; I- on "
+                                       "the pieces after a B-), not only on its first piece.")
+    ner_window_overlap: int | None = _f(None, "Token classification: word pieces shared by consecutive windows of a "
+                                              "sentence longer than max_length (default: half a window).")
     # optimisation (BERT paper defaults in the recipes)
     max_length: int = _f(128, "Maximum sequence length in word pieces.")
     batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")

@@ -73,7 +73,7 @@ class Trainer:
         self.adapter, self.cfg, self.callbacks = adapter, config, list(callbacks)
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            config.metrics, num_labels=len(adapter.label_names))
+            config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
         self.accelerator = accelerator or Accelerator(
@@ -266,8 +266,7 @@ class Trainer:
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
         if acc.is_main_process:
             for name, preds in predictions.items():
-                with atomic_path(out / f"predictions_{name}.jsonl") as p:
-                    p.write_text("".join(json.dumps(x) + "\n" for x in preds))
+                self.adapter.write_predictions(out, name, preds)
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
             write_report(out)

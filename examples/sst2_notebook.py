@@ -3,7 +3,8 @@
 Run it as a script (`python examples/sst2_notebook.py`) or paste the cells into a notebook.
 Environment knobs (used by the test that runs this file): BERTKIT_EXAMPLE_MODEL (default `minilm-l6`),
 BERTKIT_EXAMPLE_DATA (a folder with SST-2 train.tsv/dev.tsv; default $BERTKIT_DATA_DIR/sst2),
-BERTKIT_EXAMPLE_TRAIN (training sentences to use, default 2000), BERTKIT_EXAMPLE_OUT (run folder).
+BERTKIT_EXAMPLE_TRAIN (training sentences to use, default 2000), BERTKIT_EXAMPLE_OUT (run folder),
+BERTKIT_EXAMPLE_EPOCHS (default 1) and BERTKIT_EXAMPLE_LR (default 5e-5).
 """
 
 # %% Imports and settings
@@ -17,6 +18,8 @@ model_name = os.environ.get("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
 data_dir = Path(os.environ.get("BERTKIT_EXAMPLE_DATA", Path(os.environ.get("BERTKIT_DATA_DIR", "data")) / "sst2"))
 n_train = int(os.environ.get("BERTKIT_EXAMPLE_TRAIN", "2000"))
 out_dir = os.environ.get("BERTKIT_EXAMPLE_OUT", tempfile.mkdtemp(prefix="bertkit-example-"))
+epochs = float(os.environ.get("BERTKIT_EXAMPLE_EPOCHS", "1"))
+lr = float(os.environ.get("BERTKIT_EXAMPLE_LR", "5e-5"))
 
 
 # %% Data as plain Python lists (any list of texts and labels works the same way)
@@ -34,8 +37,7 @@ print(f"{len(train['text'])} training and {len(dev['text'])} dev sentences")
 clf = bertkit.SequenceClassification.from_pretrained(model_name, label_names=["negative", "positive"])
 
 # %% Train with the accelerate-based trainer (config fields are the recipe's; see recipes/sst2.yaml)
-cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out_dir, epochs=1, lr=float(os.environ.get("BERTKIT_EXAMPLE_LR",
-                                                                                              "5e-5")))
+cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out_dir, epochs=epochs, lr=lr)
 metrics = bertkit.Trainer(clf, cfg).fit(train, {"dev": dev})
 print("dev accuracy:", round(metrics["dev"]["accuracy"], 4))
 

@@ -49,6 +49,7 @@ def default_output_dir(cfg: FinetuneConfig) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..models import resolve_model
     from ..tasks import get_adapter_class
 
     t0 = time.perf_counter()
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if not cfg.resume and out.exists() and any(out.iterdir()):
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
     adapter_cls = get_adapter_class(cfg.adapter)
+    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     # Everything the user gave is read and validated before the run folder is created.
     train, evals, label_names = adapter_cls.load_data(cfg)
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
@@ -94,7 +96,7 @@ def train_one(adapter_cls, cfg: FinetuneConfig, train, evals, test, label_names)
     from ..utils import set_seed
 
     set_seed(cfg.seed)  # before the new head is initialised
-    adapter = adapter_cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
+    adapter = adapter_cls.from_config(cfg, label_names)
     result = Trainer(adapter, cfg).fit(train, evals, test)
     t = result["train"]
     if is_main_process():

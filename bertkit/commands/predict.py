@@ -1,4 +1,5 @@
-"""`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}."""
+"""`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}.
+Token-classification (NER) checkpoints are handled by `predict_ner.py` (tags and entities per sentence)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
+from . import predict_ner
 from .common import add_inference_flags, load_for_inference
 
 EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
   bertkit predict --model runs/sst2 --input ../shared/data/sst2/dev.tsv --output dev_predictions.jsonl --probs
-"""
+""" + predict_ner.EXAMPLE
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
@@ -56,8 +58,12 @@ def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tasks import TokenClassification, adapter_class_for_checkpoint
     from ..utils import atomic_path
 
+    if issubclass(adapter_class_for_checkpoint(args.model)[0], TokenClassification):  # own inputs and outputs
+        return predict_ner.run(args)
+    predict_ner.reject_flags(args)
     inputs = read_inputs(args.input, args.format, args.text_column, args.text_pair_column)
     adapter, precision = load_for_inference(args)
     preds = adapter.predict(inputs["text"], inputs.get("text_pair"), batch_size=args.batch_size,
@@ -79,10 +85,12 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_inference_flags(p)
     p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line)")
-    p.add_argument("--format", default="auto", choices=["auto", "text", "table"],
-                   help="text = one text per line; table = TSV/CSV/JSONL/parquet (auto: by file extension)")
+    p.add_argument("--format", default="auto", choices=["auto", "text", "table", "conll"],
+                   help="text = one text per line; table = TSV/CSV/JSONL/parquet; conll = one word per line, for "
+                        "token classification (auto: by file extension; a file that begins with -DOCSTART- is conll)")
     p.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
     p.add_argument("--text-pair-column", help="column with the second text of a pair")
     p.add_argument("--output", help="JSONL output file (default: standard output)")
     p.add_argument("--probs", action="store_true", help="add the probability of every label")
+    predict_ner.add_flags(p)
     p.set_defaults(func=run)

@@ -94,7 +94,8 @@ def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
         raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
                                  "HF_DATASETS_OFFLINE is set.")
     try:
-        splits = [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, split=s) for s in cfg.hub_splits]
+        splits = [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
+                  for s in cfg.hub_splits]
     except Exception as e:  # connection errors come in many types
         raise BertkitError(f"{how}; loading {cfg.hub_dataset} from the hub failed: {e}") from None
 

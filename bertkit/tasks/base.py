@@ -9,6 +9,7 @@ An adapter owns a tokenizer, a Hugging Face model and the label names, and knows
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import datasets
@@ -22,6 +23,7 @@ class Adapter:
     output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference
     sequence_outputs: tuple[str, ...] = ()  # those with a sequence axis (cut to each feature's length)
     label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
+    metric_builtins: dict | None = None  # metric name → evaluate module class; None: the classification built-ins
 
     def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int = 128):
         self.model, self.tokenizer, self.max_length = model, tokenizer, max_length
@@ -33,14 +35,21 @@ class Adapter:
 
     @classmethod
     def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int = 128,
-                        allow_pickle: bool = False):
-        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels."""
+                        allow_pickle: bool = False, **options):
+        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels.
+        `options` are the adapter's own settings (keyword arguments of its constructor)."""
         kwargs = {}
         if label_names:
             kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
                           label2id={n: i for i, n in enumerate(label_names)})
         model = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle, **kwargs)
-        return cls(model, load_tokenizer(name), label_names, max_length)
+        return cls(model, load_tokenizer(name), label_names, max_length, **options)
+
+    @classmethod
+    def from_config(cls, cfg, label_names: list[str] | None = None):
+        """The adapter a run config asks for: `cfg.model` with a head for `label_names`; adapters with settings of
+        their own in the config override this to pass them."""
+        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
 
     # --- to implement per task -------------------------------------------------------------------
     @classmethod
@@ -74,3 +83,9 @@ class Adapter:
             self.model.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
         return Path(directory)
+
+    def write_predictions(self, directory, split: str, predictions: list[dict]) -> None:
+        """Write one evaluation split's predictions into the run folder: `predictions_<split>.jsonl`, one JSON
+        object per example. Tasks with other useful formats (NER: a conlleval file) add them here."""
+        with atomic_path(Path(directory) / f"predictions_{split}.jsonl") as p:
+            p.write_text("".join(json.dumps(x) + "\n" for x in predictions))

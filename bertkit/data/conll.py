@@ -1,0 +1,276 @@
+"""CoNLL-format tagged data (CoNLL-2003 NER and alike) → `datasets.Dataset` with `tokens` and `tags` columns.
+
+File format: one token per line in whitespace-separated columns (`token POS chunk NER`, or just `token TAG`, spaces
+or tabs); a blank line ends a sentence; `-DOCSTART-` lines separate documents and are skipped. The token is the first
+column and the tag the last one, unless `tag_column` (counted from 0) says otherwise. Every token line of a file
+must have as many columns as the first one.
+
+Tags must be `O`, `B-TYPE` or `I-TYPE`. Both IOB schemes are accepted and normalised to IOB2, where every entity
+starts with `B-`: in IOB1 (the original CoNLL-2003 release) `I-` starts an entity and `B-` only separates two
+adjacent entities of one type. The conversion moves no entity boundary as conlleval reads them, so scores do not
+change. Schemes with end tags (IOBES, BILOU) are refused rather than guessed at.
+
+Label order (id2label), stable and independent of file order: `O`, then `B-T`, `I-T` for each entity type `T` in
+alphabetical order; for CoNLL-2003: `O, B-LOC, I-LOC, B-MISC, I-MISC, B-ORG, I-ORG, B-PER, I-PER`.
+
+Example:
+```python
+>>> data = read_conll_file("conll2003/valid.txt")
+>>> data["tokens"][0], data["tags"][0], data["scheme"]
+(['CRICKET', '-', 'LEICESTERSHIRE', ...], ['O', 'O', 'B-ORG', ...], 'IOB2')
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import datasets
+
+from ..errors import BertkitError, DataError
+from .classification import _local_path, resolve_data_dir
+from .readers import _text
+
+TAG = re.compile(r"(?:O|[BI]-\S+)\Z")
+SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
+DOCSTART = "-DOCSTART-"
+
+
+def _tag_error(tag: str) -> str:
+    hint = (" (IOBES/BILOU tags are not supported: convert them to IOB2)" if re.match(r"[ESLU]-", tag) else
+            " (an entity tag needs a type, e.g. B-PER)" if tag in ("B", "I") else "")
+    return f"unknown tag {tag!r}: expected O, B-TYPE or I-TYPE (IOB1 or IOB2){hint}"
+
+
+def to_iob2(tags: list[str]) -> tuple[list[str], int]:
+    """IOB1 (or IOB2) tags → IOB2: an `I-T` that starts an entity (after `O` or another type) becomes `B-T`.
+    Returns the new tags and how many were changed (0 for IOB2 input).
+
+    Example:
+    ```python
+    >>> to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC"])
+    (['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC'], 2)
+    ```
+    """
+    out, changed, prev = [], 0, "O"
+    for tag in tags:
+        if tag.startswith("I-") and (prev == "O" or prev[2:] != tag[2:]):
+            tag, changed = "B-" + tag[2:], changed + 1
+        out.append(tag)
+        prev = tag
+    return out, changed
+
+
+def label_names_for(tag_lists) -> list[str]:
+    """`O`, then `B-T`, `I-T` for each entity type T (alphabetical): the documented id2label order."""
+    types = sorted({t[2:] for tags in tag_lists for t in tags if t != "O"})
+    return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
+
+
+def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = None, max_samples: int | None = None,
+                    tagged: bool | None = True) -> dict:
+    """Read and validate one CoNLL file. Returns {tokens, tags, scheme, converted}: lists of sentences, 'IOB1' or
+    'IOB2' (the scheme found; tags are always returned in IOB2) and how many tags were converted. With `label_names`,
+    every tag must be one of them. `tagged=False` reads tokens only (no `tags`); `tagged=None` reads tags when the
+    file has a second column (prediction input, with or without gold tags)."""
+    path = Path(path)
+    tokens, tags, changed = [], [], 0
+    words, word_tags, tag_lines = [], [], []
+    width = tag_index = None
+
+    def end_sentence():
+        nonlocal changed
+        if not words:
+            return
+        tokens.append(list(words))
+        if tag_index is not None:
+            iob2, n = to_iob2(word_tags)
+            changed += n
+            for tag, line in zip(iob2, tag_lines):
+                if label_names is not None and tag not in label_names:
+                    raise DataError(f"tag {tag!r} is not in the label set ({', '.join(label_names)})", file=path,
+                                    line=line, field=f"column {tag_index + 1}")
+            tags.append(iob2)
+        words.clear()
+        word_tags.clear()
+        tag_lines.clear()
+
+    for n, line in enumerate(_text(path).splitlines(), start=1):
+        stripped = line.strip(" \t")
+        fields = SEPARATOR.split(stripped) if stripped else []
+        if not fields or fields[0] == DOCSTART:
+            end_sentence()
+            continue
+        if width is None:
+            width = len(fields)
+            if tagged or (tagged is None and width > 1):
+                tag_index = tag_column if tag_column >= 0 else width + tag_column
+                if width < 2 or not 0 < tag_index < width:
+                    raise DataError(f"no tag column {tag_column} in a line of {width} column(s); expected "
+                                    "'token ... TAG' (set tag_column, counted from 0)", file=path, line=n)
+        elif len(fields) != width:
+            raise DataError(f"expected {width} columns (as in the file's first token line), found {len(fields)}",
+                            file=path, line=n)
+        words.append(fields[0])
+        if tag_index is not None:
+            tag = fields[tag_index]
+            if not TAG.match(tag):
+                raise DataError(_tag_error(tag), file=path, line=n, field=f"column {tag_index + 1}")
+            word_tags.append(tag)
+            tag_lines.append(n)
+    end_sentence()
+    if not tokens:
+        raise DataError("no sentences (only blank or -DOCSTART- lines)", file=path)
+    out = {"tokens": tokens[:max_samples] if max_samples is not None else tokens, "scheme": "IOB1" if changed else
+           "IOB2", "converted": changed}
+    if tag_index is not None:
+        out["tags"] = tags[: len(out["tokens"])]
+    return out
+
+
+def _dataset(data: dict) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"tokens": data["tokens"], "tags": data["tags"]})
+
+
+def _report(name, data: dict) -> None:
+    """One line per file on stderr: size and the tag scheme found."""
+    scheme = (f"IOB1, converted to IOB2 ({data['converted']} entities began with I-)" if data["scheme"] == "IOB1"
+              else "IOB2")
+    words = sum(len(t) for t in data["tokens"])
+    print(f"{name}: {len(data['tokens'])} sentences, {words} tokens, tags {scheme}", file=sys.stderr)
+
+
+def _check_label_names(names: list[str], source: str) -> None:
+    bad = [n for n in names if not TAG.match(n)]
+    if bad or "O" not in names:
+        raise BertkitError(f"{source}: label_names must be O, B-TYPE and I-TYPE tags (got {', '.join(names)})")
+
+
+def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+    """Train set, evaluation sets by name (file stem), and label names, validated before anything is written.
+    The label set comes from the whole training file (or the recipe's `label_names`, then every tag must be one)."""
+    data_dir = resolve_data_dir(cfg)
+    if data_dir is None and not Path(cfg.train_file or "").is_absolute():
+        return _from_hub(cfg)
+    if cfg.label_names:
+        _check_label_names(cfg.label_names, "label_names")
+    train_path = _local_path(data_dir, cfg.train_file)
+    train = read_conll_file(train_path, cfg.tag_column, cfg.label_names or None)
+    _report(train_path, train)
+    label_names = list(cfg.label_names) or label_names_for(train["tags"])
+    if cfg.max_train_samples is not None:
+        train = {**train, "tokens": train["tokens"][: cfg.max_train_samples],
+                 "tags": train["tags"][: cfg.max_train_samples]}
+    evals = {}
+    for name in cfg.validation_files:
+        path = _local_path(data_dir, name)
+        data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
+        _report(path, data)
+        evals[path.stem] = _dataset(data)
+    return _dataset(train), evals, label_names
+
+
+def load_conll_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
+    """One tagged evaluation set: an explicit file, or the recipe's file whose stem is `split` ('valid'),
+    or its test file ('test'), or (no local data) the hub split of that name."""
+    if file:
+        return _dataset(read_conll_file(Path(file), cfg.tag_column, label_names, cfg.max_eval_samples))
+    data_dir = resolve_data_dir(cfg)
+    names = {Path(f).stem: f for f in cfg.validation_files}
+    if cfg.test_file:
+        names.setdefault("test", cfg.test_file)
+    if data_dir is None and not Path(names.get(split, "")).is_absolute():
+        return _hub_split(cfg, split, label_names, cfg.max_eval_samples)
+    if split not in names:
+        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
+                           "or pass --file")
+    path = _local_path(data_dir, names[split])
+    data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
+    _report(path, data)
+    return _dataset(data)
+
+
+# --- the hub copy (online only) -----------------------------------------------------------------------------------
+def _load_hub(cfg, split: str) -> datasets.Dataset:
+    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+    how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
+           f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
+    if not cfg.hub_dataset:
+        raise BertkitError(how + ".")
+    if offline:
+        raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
+                                 "HF_DATASETS_OFFLINE is set.")
+    try:
+        return datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=split)
+    except Exception as e:  # connection errors come in many types
+        raise BertkitError(f"{how}; loading split '{split}' of {cfg.hub_dataset} from the hub failed: {e}") from None
+
+
+def _hub_tags(ds: datasets.Dataset, column: str, name: str) -> list[list[str]]:
+    """Tag strings of a hub split: ClassLabel ids are mapped through their names (the hub's own order)."""
+    if column not in ds.column_names:
+        raise BertkitError(f"{name} has no column '{column}' (columns: {', '.join(ds.column_names)}); "
+                           "set label_column to the tag column")
+    feature = getattr(ds.features[column], "feature", None)
+    names = getattr(feature, "names", None)
+    return [[names[t] for t in row] if names else list(row) for row in ds[column]]
+
+
+def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int | None = None) -> datasets.Dataset:
+    """A hub split with `tokens` (cfg.text_column) and `tags` (cfg.label_column), validated and in IOB2."""
+    ds = _load_hub(cfg, split)
+    name = f"{cfg.hub_dataset}[{split}]"
+    if max_samples is not None:
+        ds = ds.select(range(min(max_samples, len(ds))))
+    if cfg.text_column not in ds.column_names:
+        raise BertkitError(f"{name} has no column '{cfg.text_column}' (columns: {', '.join(ds.column_names)}); "
+                           "set text_column to the token column")
+    tokens, tags = [], []
+    for row, (words, row_tags) in enumerate(zip(ds[cfg.text_column], _hub_tags(ds, cfg.label_column, name)), 1):
+        if not words:  # the hub copy of CoNLL-2003 keeps a few empty rows
+            continue
+        for tag in row_tags:
+            if not TAG.match(tag):
+                raise DataError(_tag_error(tag), file=name, line=row, field=cfg.label_column)
+        iob2, _ = to_iob2(row_tags)
+        bad = [t for t in iob2 if label_names is not None and t not in label_names]
+        if bad:
+            raise DataError(f"tag {bad[0]!r} is not in the label set ({', '.join(label_names)})", file=name, line=row,
+                            field=cfg.label_column)
+        tokens.append(list(words))
+        tags.append(iob2)
+    return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
+
+
+def _from_hub(cfg):
+    train_split, *eval_splits = cfg.hub_splits
+    if cfg.label_names:
+        _check_label_names(cfg.label_names, "label_names")
+    train = _hub_split(cfg, train_split, cfg.label_names or None)
+    label_names = list(cfg.label_names) or label_names_for(train["tags"])
+    if cfg.max_train_samples is not None:
+        train = train.select(range(min(cfg.max_train_samples, len(train))))
+    evals = {s: _hub_split(cfg, s, label_names, cfg.max_eval_samples) for s in eval_splits}
+    return train, evals, label_names
+
+
+# --- writing ------------------------------------------------------------------------------------------------------
+def conll_lines(tokens: list[list[str]], *columns: list[list[str]]) -> str:
+    """CoNLL text: one `token col1 col2 ...` line per word, a blank line after each sentence. With gold and predicted
+    tags as the columns (`token gold pred`) it is the input of the conlleval script.
+
+    Example:
+    ```python
+    >>> conll_lines([["EU", "rejects"]], [["B-ORG", "O"]], [["B-ORG", "O"]])
+    'EU B-ORG B-ORG\\nrejects O O\\n\\n'
+    ```
+    """
+    out = []
+    for i, words in enumerate(tokens):
+        for j, word in enumerate(words):
+            out.append(" ".join([word, *(c[i][j] for c in columns)]) + "\n")
+        out.append("\n")
+    return "".join(out)

@@ -1,0 +1,220 @@
+"""Token classification (named-entity recognition, CoNLL-2003): a linear layer over BERT's output at every piece.
+
+Input `[CLS] w1.p1 w1.p2 w2.p1 ... [SEP]` → BERT → dropout → linear → logits per word piece. As in the BERT paper
+(§5.3), a word is trained on and predicted from its first word piece; the word's other pieces get label -100 (left
+out of the loss), or, with `label_all_pieces`, the word's tag (`I-T` on the continuation pieces of a `B-T` word).
+
+Sentences longer than `max_length` pieces are not truncated: they are cut into overlapping windows of whole words,
+and each word takes its prediction from the window where it has the most context (`windows.py`); every input word
+gets a tag. Tags are the raw argmax per word, not repaired into valid IOB2: that is what conlleval scores, reading an
+`I-T` after `O` as the start of an entity. Entity spans are read by the same rule (seqeval's `get_entities`).
+
+Example:
+```python
+>>> ner = TokenClassification.from_pretrained("runs/conll2003")
+>>> ner.predict([["EU", "rejects", "German", "call"]])[0]["tags"]
+['B-ORG', 'O', 'B-MISC', 'O']
+>>> ner.predict(["Peter Blackburn flew to Brussels."])[0]["entities"][0]
+{'type': 'PER', 'text': 'Peter Blackburn', 'word_start': 0, 'word_end': 2, 'start': 0, 'end': 15}
+```
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import datasets
+from seqeval.metrics.sequence_labeling import get_entities
+from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
+
+from ..data.conll import load_conll_data, load_conll_split
+from ..errors import BertkitError
+from ..inference import forward_all
+from ..metrics import compute_metrics
+from ..metrics.ner import NER_BUILTIN
+from .base import Adapter
+from .windows import merge_windows, word_windows
+
+# Raw text → words: abbreviations (U.S.), numbers with . , : - / (1996-08-22, 3.5), words with inner hyphens or
+# apostrophes (Jean-Marie, O'Neill), else any single non-space character (punctuation). Close to CoNLL's tokens;
+# pass pre-split words for full control.
+WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/-]\d+)*|\w+(?:[-'’]\w+)*|\S")
+MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels")
+
+
+def split_words(text: str) -> list[tuple[str, int, int]]:
+    """(word, start, end) character spans of the words of raw text.
+
+    Example:
+    ```python
+    >>> [w for w, _, _ in split_words("EU rejects German call, U.S. says.")]
+    ['EU', 'rejects', 'German', 'call', ',', 'U.S.', 'says', '.']
+    ```
+    """
+    return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
+
+
+class TokenClassification(Adapter):
+    auto_model_class = AutoModelForTokenClassification
+    sequence_outputs = ("logits",)  # [length, num_labels] per feature
+    metric_builtins = NER_BUILTIN
+
+    def __init__(self, *args, label_all_pieces: bool = False, window_overlap: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # no max_length given: the one the checkpoint was fine-tuned with (see `save`), else 128
+        self.max_length = self.max_length or getattr(self.model.config, "bertkit_max_length", 128)
+        if not self.tokenizer.is_fast:
+            raise BertkitError("token classification needs a fast (Rust) tokenizer to map word pieces to words")
+        self.budget = self.max_length - 2  # pieces per window, without [CLS] and [SEP]
+        self.window_overlap = self.budget // 2 if window_overlap is None else window_overlap
+        if self.budget < 1 or not 0 <= self.window_overlap < self.budget:
+            raise BertkitError(f"ner_window_overlap must be between 0 and max_length - 3 = {self.budget - 1} "
+                               f"(got {self.window_overlap} with max_length {self.max_length})")
+        self.label_all_pieces = label_all_pieces
+        self.label2id = {name: i for i, name in enumerate(self.label_names)}
+        self._collator = DataCollatorForTokenClassification(self.tokenizer)  # pads labels with -100
+
+    @classmethod
+    def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
+                        allow_pickle: bool = False, **options):
+        """Like `Adapter.from_pretrained`, but `max_length=None` means the checkpoint's own (or 128 for a base)."""
+        return super().from_pretrained(name, label_names, max_length, allow_pickle, **options)
+
+    @classmethod
+    def from_config(cls, cfg, label_names=None):
+        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length,
+                                   label_all_pieces=cfg.label_all_pieces, window_overlap=cfg.ner_window_overlap)
+
+    @classmethod
+    def load_data(cls, cfg):
+        return load_conll_data(cfg)
+
+    @classmethod
+    def load_split(cls, cfg, split, label_names, file=None):
+        return load_conll_split(cfg, split, label_names, file)
+
+    # --- features -----------------------------------------------------------------------------------------------
+    def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
+        """One feature per window (usually one per sentence): model inputs, `labels` when the examples have
+        `tags`, and `word_ids` / `example_id` to map each position back to its word."""
+        # pieces after a word's first: -100, or with label_all_pieces the word's tag (B-T → I-T)
+        rest = None
+        if self.label_all_pieces:
+            rest = [self.label2id.get("I-" + n[2:], i) if n.startswith("B-") else i
+                    for i, n in enumerate(self.label_names)]
+        settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
+                        label2id=self.label2id, rest=rest)  # passed, not captured: `self` holds the model
+        return examples.map(_encode_batch, batched=True, with_indices=True, fn_kwargs=settings,
+                            remove_columns=examples.column_names, desc="tokenize" if len(examples) > 10_000 else None)
+
+    def collate(self, features: list[dict]) -> dict:
+        keys = [k for k in MODEL_KEYS if k in features[0]]
+        return self._collator([{k: f[k] for k in keys} for f in features])  # padded to the longest in the batch
+
+    # --- predictions --------------------------------------------------------------------------------------------
+    def word_tags(self, outputs, features, num_words: list[int]) -> list[list[str]]:
+        """The predicted tag of every word of every example, merged over windows (raw argmax)."""
+        logits = merge_windows(features["word_ids"], features["example_id"], [o["logits"] for o in outputs],
+                               num_words)
+        return [[self.label_names[k] for k in scores.argmax(-1)] for scores in logits]  # scores: [words, labels]
+
+    def score(self, outputs, examples, features, metric_hooks):
+        tokens = examples["tokens"]
+        tags = self.word_tags(outputs, features, [len(t) for t in tokens])
+        gold = examples["tags"] if "tags" in examples.column_names else None
+        if gold is not None:
+            gold = [[self.label_names[t] if isinstance(t, int) else t for t in g] for g in gold]
+        metrics = compute_metrics(metric_hooks, tags, gold) if metric_hooks and gold is not None else {}
+        predictions = [sentence_prediction(w, t, g) for w, t, g in zip(tokens, tags, gold or [None] * len(tags))]
+        return metrics, predictions
+
+    def save(self, directory):
+        """The Hugging Face folder; its config also records the window length, so that `bertkit evaluate` and
+        `predict` cut long sentences as training did (plain transformers ignores the extra key)."""
+        self.model.config.bertkit_max_length = self.max_length
+        return super().save(directory)
+
+    def write_predictions(self, directory, split: str, predictions: list[dict]) -> None:
+        """`predictions_<split>.jsonl`, and `predictions_<split>.conll` (`token gold pred`, for conlleval)."""
+        from ..data.conll import conll_lines
+        from ..utils import atomic_path
+
+        super().write_predictions(directory, split, predictions)
+        if predictions and "gold" in predictions[0]:
+            with atomic_path(Path(directory) / f"predictions_{split}.conll") as p:
+                p.write_text(conll_lines([x["tokens"] for x in predictions], [x["gold"] for x in predictions],
+                                         [x["tags"] for x in predictions]))
+
+    def predict(self, sentences: list, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
+        """Tags and entities for each sentence (notebook use), in input order. A sentence is a list of words, or
+        raw text (a string), which is split into words by `split_words`; its entities then also carry character
+        offsets `start`, `end` (end exclusive) into the text."""
+        spans = [split_words(s) if isinstance(s, str) else None for s in sentences]
+        tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans)]
+        if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
+            raise BertkitError("a word must be a non-empty string (give each sentence as a list of words or a str)")
+        features = self.encode(datasets.Dataset.from_dict({"tokens": tokens}, features=datasets.Features(
+            {"tokens": datasets.Sequence(datasets.Value("string"))})))
+        outputs = forward_all(self, features, batch_size, precision)
+        tags = self.word_tags(outputs, features, [len(t) for t in tokens])
+        return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
+                for s, sp, w, t in zip(sentences, spans, tokens, tags)]
+
+
+def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[list[int]]:
+    """Piece ids of each word of sentence i; a word the tokenizer drops (e.g. a zero-width space) becomes [UNK],
+    and a word longer than a window keeps its first `budget` pieces."""
+    pieces = [[] for _ in range(num_words)]
+    for piece, word in zip(enc["input_ids"][i], enc.word_ids(i)):
+        pieces[word].append(piece)
+    return [p[:budget] or [unk_id] for p in pieces]
+
+
+def _tag_id(tag, label2id: dict) -> int:
+    if isinstance(tag, int):
+        return tag
+    if tag not in label2id:
+        raise BertkitError(f"tag {tag!r} is not one of the model's labels ({', '.join(label2id)})")
+    return label2id[tag]
+
+
+def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None):
+    """`TokenClassification.encode` on a batch of sentences: [CLS] pieces [SEP] per window of whole words."""
+    has_tags = "tags" in batch
+    segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
+    enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
+    out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask", "word_ids",
+                           "example_id", "length", *(("labels",) if has_tags else ()))}
+    for i, words in enumerate(batch["tokens"]):
+        pieces = _word_pieces(enc, i, len(words), budget, tokenizer.unk_token_id)
+        tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
+        for start, end in word_windows([len(p) for p in pieces], budget, overlap):
+            words_in = range(start, end)
+            ids = [tokenizer.cls_token_id, *(p for w in words_in for p in pieces[w]), tokenizer.sep_token_id]
+            out["input_ids"].append(ids)
+            if segments:
+                out["token_type_ids"].append([0] * len(ids))
+            out["attention_mask"].append([1] * len(ids))
+            out["word_ids"].append([-1, *(w for w in words_in for _ in pieces[w]), -1])
+            out["example_id"].append(indices[i])
+            out["length"].append(len(ids))
+            if has_tags:  # the tag on a word's first piece; -100 (left out of the loss) or `rest` on the others
+                labels = [x for w in words_in for x in [tags[w]] + [rest[tags[w]] if rest else -100] *
+                          (len(pieces[w]) - 1)]
+                out["labels"].append([-100, *labels, -100])
+    return out
+
+
+def sentence_prediction(tokens: list[str], tags: list[str], gold: list[str] | None = None, text: str | None = None,
+                        spans: list[tuple[str, int, int]] | None = None) -> dict:
+    """{[text,] tokens, tags, [gold,] entities}; an entity is {type, text, word_start, word_end[, start, end]}
+    with `word_end` exclusive, and character offsets `start`/`end` (end exclusive) when the input was raw text."""
+    entities = []
+    for etype, first, last in get_entities(list(tags)):  # last is inclusive
+        entity = {"type": etype, "text": " ".join(tokens[first:last + 1]), "word_start": first, "word_end": last + 1}
+        if spans is not None:
+            entity.update(text=text[spans[first][1]:spans[last][2]], start=spans[first][1], end=spans[last][2])
+        entities.append(entity)
+    return {**({"text": text} if text is not None else {}), "tokens": list(tokens), "tags": list(tags),
+            **({"gold": list(gold)} if gold is not None else {}), "entities": entities}

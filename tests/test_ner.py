@@ -1,0 +1,447 @@
+"""Named-entity recognition (CoNLL-2003) on the tiny model: reading CoNLL files, word-piece alignment, windows for
+long sentences, conlleval parity of the metric, the run folder, evaluate / predict, notebook use and bad input."""
+
+import io
+import json
+import random
+import subprocess
+import sys
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from seqeval.metrics.sequence_labeling import get_entities
+from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+import bertkit
+from bertkit.cli import main
+from bertkit.config import load_recipe
+from bertkit.data.conll import (
+    conll_lines,
+    label_names_for,
+    load_conll_data,
+    load_conll_split,
+    read_conll_file,
+    to_iob2,
+)
+from bertkit.errors import BertkitError, DataError
+from bertkit.metrics.ner import EntityScores
+from bertkit.tasks.windows import merge_windows, word_windows
+
+from . import conlleval
+from .conftest import SHARED_DATA
+
+LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+FIRST = ["Peter", "Mary", "John", "Anna", "Carlos", "Yuki"]
+LAST = ["Blackburn", "Kowalczyk", "Smith", "Okonkwo", "Brown"]  # Kowalczyk, Okonkwo: 4 word pieces each
+LOC = ["Paris", "London", "Berlin", "Tokyo", "Nairobi"]
+ORG = [["Reuters"], ["NASA"], ["United", "Nations"], ["Fifa"]]
+MISC = ["German", "British", "French"]
+FILLER = ["the", "said", "on", "in", "visited", "with", "met", "today", "and", "a", "report", "was", "of", "to"]
+MAX_LENGTH = 24  # in the run below: 22 pieces per window, so the 40-word sentences are cut into windows
+
+
+def synthetic_sentence(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """Entities decided by the word itself (learnable by the tiny model), except 'Jordan', a person or a place at
+    random, so predictions are never all correct."""
+    out = []
+    while len(out) < n:
+        r = rng.random()
+        if r < 0.12:
+            out += [(rng.choice(FIRST), "B-PER"), (rng.choice(LAST), "I-PER")]
+        elif r < 0.2:
+            out.append((rng.choice(LOC), "B-LOC"))
+        elif r < 0.26:
+            out += [(w, ("B-" if i == 0 else "I-") + "ORG") for i, w in enumerate(rng.choice(ORG))]
+        elif r < 0.3:
+            out.append((rng.choice(MISC), "B-MISC"))
+        elif r < 0.34:
+            out.append(("Jordan", rng.choice(["B-PER", "B-LOC"])))
+        else:
+            out.append((rng.choice(FILLER), "O"))
+    return out
+
+
+def write_conll(path, n: int, seed: int, long_every: int):
+    rng = random.Random(seed)
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for i in range(n):
+        words = synthetic_sentence(rng, 40 if i % long_every == 0 else rng.randint(3, 12))
+        lines += [f"{w} NNP I-NP {t}" for w, t in words] + [""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def conll_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data") / "conll2003"
+    d.mkdir()
+    write_conll(d / "train.txt", 256, seed=0, long_every=16)
+    write_conll(d / "valid.txt", 64, seed=1, long_every=8)
+    write_conll(d / "test.txt", 64, seed=2, long_every=8)
+    return d
+
+
+@pytest.fixture(scope="module")
+def ner_run(tmp_path_factory, tiny_bert, conll_dir):
+    out = tmp_path_factory.mktemp("runs") / "conll2003"
+    assert main(["finetune", "conll2003", "--model", str(tiny_bert), "--data-dir", str(conll_dir), "--precision",
+                 "fp32", "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--max-length", str(MAX_LENGTH),
+                 "--output-dir", str(out)]) == 0
+    return out
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+# --- reading CoNLL files ------------------------------------------------------------------------------------------
+def test_reads_columns_docstart_and_sentence_breaks(tmp_path):
+    f = write(tmp_path / "a.txt", "-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG \r\nrejects VBZ B-VP O\r\n\r\n\r\n"
+                                  "-DOCSTART- -X- -X- O\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
+    data = read_conll_file(f)
+    assert data["tokens"] == [["EU", "rejects"], ["Peter", "Blackburn"]]
+    assert data["tags"] == [["B-ORG", "O"], ["B-PER", "I-PER"]] and data["scheme"] == "IOB2"
+    assert read_conll_file(f, tag_column=2)["tags"][0] == ["B-NP", "B-VP"]  # another column, counted from 0
+
+
+@pytest.mark.parametrize("sep", ["\t", " ", "  \t"])
+def test_two_column_form(tmp_path, sep):
+    f = write(tmp_path / "b.tsv", f"EU{sep}B-ORG\nrejects{sep}O\n\nGerman{sep}B-MISC\n")
+    assert read_conll_file(f) == {"tokens": [["EU", "rejects"], ["German"]], "tags": [["B-ORG", "O"], ["B-MISC"]],
+                                  "scheme": "IOB2", "converted": 0}
+
+
+def test_iob1_is_converted_to_iob2_and_reported(tmp_path, capsys):
+    assert to_iob2(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG", "I-ORG"]) == (
+        ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG", "I-ORG"], 3)
+    assert to_iob2(["B-PER", "I-PER", "O", "B-LOC"]) == (["B-PER", "I-PER", "O", "B-LOC"], 0)  # IOB2 unchanged
+    iob1 = "Peter I-PER\nBlackburn I-PER\nand O\nJohn I-PER\nSmith I-PER\nMary B-PER\nin O\nBonn I-LOC\n"
+    write(tmp_path / "train.txt", iob1)
+    write(tmp_path / "valid.txt", "Paris I-LOC\n")
+    cfg = load_recipe("conll2003", {"data_dir": str(tmp_path), "test_file": None})
+    train, evals, names = load_conll_data(cfg)
+    assert train["tags"] == [["B-PER", "I-PER", "O", "B-PER", "I-PER", "B-PER", "O", "B-LOC"]]
+    assert evals["valid"]["tags"] == [["B-LOC"]] and names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    err = capsys.readouterr().err
+    assert "train.txt: 1 sentences, 8 tokens, tags IOB1, converted to IOB2 (3 entities began with I-)" in err
+    assert "valid.txt: 1 sentences, 1 tokens, tags IOB1" in err
+
+
+def test_label_order_is_o_then_b_i_per_type_alphabetically():
+    assert label_names_for([["B-PER", "O", "I-MISC"], ["B-ORG", "B-LOC"]]) == LABELS
+
+
+@pytest.mark.parametrize("content, line, message", [
+    ("EU NNP B-ORG\nrejects O\n", 2, "expected 3 columns (as in the file's first token line), found 2"),
+    ("EU B-ORG\n\nfoo X-FOO\n", 3, "unknown tag 'X-FOO': expected O, B-TYPE or I-TYPE (IOB1 or IOB2)"),
+    ("EU B-ORG\nPeter E-PER\n", 2, "IOBES/BILOU tags are not supported"),
+    ("EU B\n", 1, "an entity tag needs a type"),
+    ("EU\nrejects\n", 1, "no tag column -1 in a line of 1 column(s)"),
+    ("-DOCSTART- -X- O\n\n\n", None, "no sentences"),
+    ("", None, "file is empty"),
+])
+def test_bad_files_name_file_and_line(tmp_path, content, line, message):
+    f = write(tmp_path / "bad.txt", content)
+    with pytest.raises(DataError) as e:
+        read_conll_file(f)
+    assert e.value.line == line and message in str(e.value) and str(f) in str(e.value)
+
+
+def test_a_tag_outside_the_training_label_set_is_an_error(tmp_path):
+    f = write(tmp_path / "valid.txt", "EU B-ORG\n\nfoo B-FOO\n")
+    with pytest.raises(DataError, match=r"line 3, field \"column 2\": tag 'B-FOO' is not in the label set"):
+        read_conll_file(f, label_names=LABELS)
+
+
+# --- word pieces and windows --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def adapter(tiny_bert):
+    return bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS)
+
+
+@pytest.mark.parametrize("all_pieces", [False, True])
+def test_first_piece_of_each_word_carries_its_label(adapter, all_pieces):
+    adapter.label_all_pieces = all_pieces
+    examples = datasets.Dataset.from_dict({"tokens": [["Kowalczyk", "met", "Okonkwo", "\u200b"]],
+                                           "tags": [["B-PER", "O", "B-PER", "O"]]})
+    (feature,) = adapter.encode(examples)
+    adapter.label_all_pieces = False
+    pieces = adapter.tokenizer.convert_ids_to_tokens(feature["input_ids"])
+    assert pieces == ["[CLS]", "ko", "##wal", "##cz", "##yk", "met", "ok", "##on", "##k", "##wo", "[UNK]", "[SEP]"]
+    assert feature["word_ids"] == [-1, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, -1]  # a word with no pieces becomes [UNK]
+    B, I, O = LABELS.index("B-PER"), LABELS.index("I-PER"), 0  # noqa: E741
+    rest = I if all_pieces else -100  # the pieces after the first: I- of the word's type, or left out of the loss
+    assert feature["labels"] == [-100, B, rest, rest, rest, O, B, rest, rest, rest, O, -100]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 6), max_size=40), st.integers(6, 12), st.data())
+def test_windows_cover_the_sentence_in_order_within_budget(counts, budget, data):
+    overlap = data.draw(st.integers(0, budget - 1))
+    windows = word_windows(counts, budget, overlap)
+    if not counts:
+        assert windows == []
+        return
+    assert windows[0][0] == 0 and windows[-1][1] == len(counts)
+    assert all(sum(counts[s:e]) <= budget and e > s for s, e in windows)
+    for (s1, e1), (s2, e2) in zip(windows, windows[1:]):
+        assert s1 < s2 <= e1 < e2 and sum(counts[s2:e1]) <= overlap  # no gap, progress, bounded overlap
+    if sum(counts) <= budget:
+        assert windows == [(0, len(counts))]
+
+
+def test_each_word_takes_the_window_where_it_has_most_context():
+    # words 0..5 of one piece each; windows hold words 0-3 and 2-5; logits say which window they came from
+    word_ids = [[-1, 0, 1, 2, 3, -1], [-1, 2, 3, 4, 5, -1]]
+    logits = [np.tile([1.0, 0.0], (6, 1)), np.tile([0.0, 1.0], (6, 1))]
+    (merged,) = merge_windows(word_ids, [0, 0], logits, [6])
+    # contexts: window 1: w2 min(2,1)=1, w3 min(3,0)=0; window 2: w2 min(0,3)=0, w3 min(1,2)=1
+    assert merged.argmax(-1).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_a_sentence_longer_than_max_length_gets_every_word_tagged(tiny_bert):
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=8)
+    words = [random.Random(0).choice(LAST + FILLER) for _ in range(50)]
+    features = ner.encode(datasets.Dataset.from_dict({"tokens": [words]}))
+    assert len(features) > 10 and max(features["length"]) <= 8  # many windows, none truncated
+    (pred,) = ner.predict([words])
+    assert pred["tokens"] == words and len(pred["tags"]) == 50 and set(pred["tags"]) <= set(LABELS)
+
+
+# --- the metric against an independent conlleval port -------------------------------------------------------------
+TAGS = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "B-ORG", "I-MISC"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from(TAGS), st.sampled_from(TAGS)), min_size=1, max_size=15),
+                min_size=1, max_size=20))
+def test_entity_scores_equal_conlleval_on_any_tags(sentences):
+    gold = [[g for g, _ in s] for s in sentences]
+    pred = [[p for _, p in s] for s in sentences]
+    ours = EntityScores().compute(predictions=pred, references=gold)
+    theirs = conlleval.evaluate(conll_lines([["w"] * len(g) for g in gold], gold, pred).splitlines())
+    assert ours["f1"] == pytest.approx(theirs["overall"]["fb1"] / 100, abs=1e-9)
+    assert ours["precision"] == pytest.approx(theirs["overall"]["precision"] / 100, abs=1e-9)
+    assert {t: round(v["f1"] * 100, 9) for t, v in ours["per_type"].items()} == {
+        t: round(v["fb1"], 9) for t, v in theirs["types"].items()}
+
+
+# --- a fine-tuned run ---------------------------------------------------------------------------------------------
+def test_run_folder_metrics_and_predictions(ner_run, conll_dir):
+    names = {p.name for p in ner_run.iterdir()}
+    assert {"config.json", "model.safetensors", "metrics.json", "predictions_valid.jsonl", "predictions_valid.conll",
+            "predictions_test.jsonl", "predictions_test.conll", "eval_metrics.jsonl"} <= names
+    metrics = json.loads((ner_run / "metrics.json").read_text())
+    assert metrics["main_metric"] == "f1" and set(metrics) >= {"valid", "test"}
+    for split in ("valid", "test"):
+        m = metrics[split]
+        assert 0.8 <= m["f1"] < 1.0  # learns the entities; 'Jordan' (a person or a place) keeps it below 1
+        assert set(m["per_type"]) == {"LOC", "MISC", "ORG", "PER"}
+        assert set(m["per_type"]["PER"]) == {"precision", "recall", "f1", "support"}
+    assert metrics["test"]["per_type"]["ORG"]["support"] == sum(
+        t == "ORG" for tags in read_conll_file(conll_dir / "test.txt")["tags"] for t, _, _ in get_entities(tags))
+    config = json.loads((ner_run / "config.json").read_text())
+    assert list(config["id2label"].values()) == LABELS and config["bertkit_max_length"] == MAX_LENGTH
+
+
+def test_every_input_word_gets_a_prediction_in_order(ner_run, conll_dir):
+    gold = read_conll_file(conll_dir / "valid.txt")
+    rows = [json.loads(line) for line in (ner_run / "predictions_valid.jsonl").read_text().splitlines()]
+    assert [r["tokens"] for r in rows] == gold["tokens"] and [r["gold"] for r in rows] == gold["tags"]
+    assert all(len(r["tags"]) == len(r["tokens"]) for r in rows)
+    tok = AutoTokenizer.from_pretrained(ner_run)
+    long = [r for r in rows if len(tok(r["tokens"], is_split_into_words=True)["input_ids"]) > MAX_LENGTH]
+    assert len(long) >= 8  # the 40-word sentences were cut into windows ...
+    pairs = [(p, g) for r in long for w, p, g in zip(r["tokens"], r["tags"], r["gold"]) if w != "Jordan"]
+    assert sum(p == g for p, g in pairs) >= 0.9 * len(pairs)  # ... and tagged word by word, in order
+
+
+def test_conlleval_gives_the_same_f1_on_the_predictions_file(ner_run):
+    metrics = json.loads((ner_run / "metrics.json").read_text())
+    for split in ("valid", "test"):
+        result = conlleval.evaluate((ner_run / f"predictions_{split}.conll").read_text().splitlines())
+        assert result["overall"]["fb1"] / 100 == pytest.approx(metrics[split]["f1"], abs=1e-4)
+        for etype, row in result["types"].items():
+            assert row["fb1"] / 100 == pytest.approx(metrics[split]["per_type"][etype]["f1"], abs=1e-4)
+    rows = [json.loads(line) for line in (ner_run / "predictions_valid.jsonl").read_text().splitlines()]
+    lines = conll_lines([r["tokens"] for r in rows], [r["gold"] for r in rows], [r["tags"] for r in rows])
+    assert lines == (ner_run / "predictions_valid.conll").read_text()
+
+
+def test_plain_transformers_loads_the_run_and_predicts_the_same(ner_run):
+    sentences = [["EU", "rejects", "German", "call"], ["Peter", "Kowalczyk", "visited", "the", "United", "Nations"],
+                 ["Reuters", "said", "Anna", "Okonkwo", "met", "Jordan", "in", "Nairobi"]]
+    model = AutoModelForTokenClassification.from_pretrained(ner_run).eval()
+    tok = AutoTokenizer.from_pretrained(ner_run)
+    assert model.config.id2label[7] == "B-PER" and model.config.label2id["I-PER"] == 8
+    enc = tok(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ids = model(**enc).logits.argmax(-1)  # [sentences, pieces]
+    plain = []
+    for i in range(len(sentences)):
+        word_ids = enc.word_ids(i)
+        firsts = [p for p, w in enumerate(word_ids) if w is not None and (p == 0 or word_ids[p - 1] != w)]
+        plain.append([model.config.id2label[int(ids[i, p])] for p in firsts])
+    ours = bertkit.TokenClassification.from_pretrained(str(ner_run)).predict(sentences)
+    assert [o["tags"] for o in ours] == plain
+    assert ours[1]["entities"][0] == {"type": "PER", "text": "Peter Kowalczyk", "word_start": 0, "word_end": 2}
+
+
+def test_evaluate_command_reproduces_the_run_metrics(ner_run, conll_dir, capsys):
+    assert main(["evaluate", "--model", str(ner_run), "--task", "conll2003", "--split", "test", "--data-dir",
+                 str(conll_dir), "--precision", "fp32"]) == 0
+    result = json.loads((ner_run / "eval_conll2003_test.json").read_text())
+    assert result["f1"] == json.loads((ner_run / "metrics.json").read_text())["test"]["f1"]
+
+
+def test_predict_conll_file_round_trips_to_the_run_predictions(ner_run, conll_dir, tmp_path):
+    out = tmp_path / "valid.conll"
+    assert main(["predict", "--model", str(ner_run), "--input", str(conll_dir / "valid.txt"), "--output-format",
+                 "conll", "--output", str(out), "--precision", "fp32"]) == 0  # a CoNLL file: found by -DOCSTART-
+    assert out.read_text() == (ner_run / "predictions_valid.conll").read_text()
+    assert main(["predict", "--model", str(ner_run), "--input", str(conll_dir / "valid.txt"), "--format", "conll",
+                 "--output", str(tmp_path / "valid.jsonl"), "--precision", "fp32"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "valid.jsonl").read_text().splitlines()]
+    expected = [json.loads(line) for line in (ner_run / "predictions_valid.jsonl").read_text().splitlines()]
+    assert [(r["tokens"], r["tags"], r["gold"], r["entities"]) for r in rows] == [
+        (r["tokens"], r["tags"], r["gold"], r["entities"]) for r in expected]
+
+
+def test_predict_raw_and_pretokenized_text(ner_run, monkeypatch, capsys):
+    text = "Peter Kowalczyk visited Paris, said Reuters."
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text + "\n"))
+    assert main(["predict", "--model", str(ner_run), "--input", "-", "--precision", "fp32"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["text"] == text and row["tokens"] == ["Peter", "Kowalczyk", "visited", "Paris", ",", "said",
+                                                     "Reuters", "."]
+    assert row["entities"] and all(text[e["start"]:e["end"]] == e["text"] for e in row["entities"])
+    assert {"type": "PER", "text": "Peter Kowalczyk", "word_start": 0, "word_end": 2, "start": 0, "end": 15} in (
+        row["entities"])
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Peter Kowalczyk  visited Paris,\n"))
+    assert main(["predict", "--model", str(ner_run), "--input", "-", "--pretokenized", "--output-format",
+                 "conll", "--precision", "fp32"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines if line] == ["Peter", "Kowalczyk", "visited", "Paris,"]
+    assert lines[0] == "Peter B-PER" and lines[-1] == ""  # no gold tags: `token pred`
+
+
+def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path):
+    ner = bertkit.TokenClassification.from_pretrained(str(ner_run))
+    (pred,) = ner.predict([["EU", "rejects", "German", "call"]])
+    assert pred["tokens"] == ["EU", "rejects", "German", "call"] and pred["tags"][2] == "B-MISC"
+    # train in memory from lists, as in a notebook
+    data = read_conll_file(conll_dir / "train.txt", max_samples=48)
+    fresh = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS)
+    cfg = bertkit.FinetuneConfig(task="conll2003", output_dir=str(tmp_path / "nb"), precision="fp32", lr=1e-2,
+                                 batch_size=16, max_steps=3, metrics=["f1"], main_metric="f1")
+    result = bertkit.Trainer(fresh, cfg).fit({"tokens": data["tokens"], "tags": data["tags"]},
+                                             {"dev": {"tokens": data["tokens"][:8], "tags": data["tags"][:8]}})
+    assert result["train"]["steps"] == 3 and 0 <= result["dev"]["f1"] <= 1
+
+
+# --- bad input: one clear line, exit 2, no run folder ------------------------------------------------------------
+def corrupt(conll_dir, tmp_path, name, line_no, new_line):
+    d = tmp_path / "data"
+    d.mkdir()
+    for f in ("train.txt", "valid.txt", "test.txt"):
+        lines = (conll_dir / f).read_text().splitlines()
+        if f == name:
+            lines = [] if new_line is None else lines[: line_no - 1] + [new_line] + lines[line_no:]
+        (d / f).write_text("\n".join(lines) + "\n" if lines else "")
+    return d
+
+
+@pytest.mark.parametrize("name, line_no, new_line, expected", [
+    ("valid.txt", 5, "Paris NNP B-LOC", "valid.txt, line 5: expected 4 columns (as in the file's first token line)"),
+    ("train.txt", 7, "foo NN I-NP X-FOO", "train.txt, line 7, field \"column 4\": unknown tag 'X-FOO'"),
+    ("train.txt", 3, "Peter NNP I-NP E-PER", "train.txt, line 3, field \"column 4\": unknown tag 'E-PER'"),
+    ("test.txt", 4, "foo NN I-NP B-FOO", "test.txt, line 4, field \"column 4\": tag 'B-FOO' is not in the label"),
+    ("valid.txt", None, None, "valid.txt: file is empty"),
+])
+def test_bad_input_exits_2_naming_file_and_line_and_writes_nothing(conll_dir, tiny_bert, tmp_path, capsys, name,
+                                                                   line_no, new_line, expected):
+    data = corrupt(conll_dir, tmp_path, name, line_no, new_line)
+    out = tmp_path / "run"
+    assert main(["finetune", "conll2003", "--model", str(tiny_bert), "--data-dir", str(data), "--output-dir",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and str(data / name) in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_bad_input_exit_code_from_the_shell(conll_dir, tiny_bert, tmp_path):
+    data = corrupt(conll_dir, tmp_path, "train.txt", 7, "foo NN I-NP X-FOO")
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "conll2003", "--model", str(tiny_bert),
+                           "--data-dir", str(data), "--output-dir", str(tmp_path / "run")], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "train.txt, line 7, field \"column 4\": unknown tag 'X-FOO'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()
+
+
+def test_predict_bad_conll_input_exits_2(ner_run, tmp_path, capsys):
+    f = write(tmp_path / "in.conll", "EU B-ORG\nrejects\n")
+    assert main(["predict", "--model", str(ner_run), "--input", str(f), "--output", str(tmp_path / "o")]) == 2
+    assert f"{f}, line 2: expected 2 columns" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert main(["predict", "--model", str(ner_run), "--input", str(f), "--probs"]) == 2
+    assert "--probs, --text-column and --text-pair-column are for sequence classifiers" in capsys.readouterr().err
+
+
+# --- recipe, hub copy, real files ---------------------------------------------------------------------------------
+def test_recipe_has_bert_paper_defaults():
+    cfg = load_recipe("conll2003")
+    assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("token-classification", 5e-5, 32, 3,
+                                                                                  128)
+    assert (cfg.validation_files, cfg.test_file, cfg.main_metric) == (["valid.txt"], "test.txt", "f1")
+    assert cfg.metrics == ["precision", "recall", "f1", "per_type"]
+
+
+def test_hub_copy_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
+    with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data.*eriktks/conll2003"):
+        load_conll_data(load_recipe("conll2003"))
+
+
+def test_hub_copy_is_mapped_to_tag_names_in_our_label_order(monkeypatch, tmp_path):
+    hub_names = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]  # the hub's order
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "ner_tags": datasets.Sequence(datasets.ClassLabel(names=hub_names))})
+    rows = {"train": {"tokens": [["EU", "rejects", "German"], [], ["Peter", "Blackburn"]],
+                      "ner_tags": [[3, 0, 7], [], [1, 2]]},
+            "validation": {"tokens": [["Bonn", "said"]], "ner_tags": [[0, 0]]},
+            "test": {"tokens": [["Mary"]], "ner_tags": [[2]]}}  # I-PER starting an entity: read as B-PER
+    calls = []
+
+    def fake_load_dataset(path, name=None, revision=None, split=None):
+        calls.append((path, name, revision, split))
+        return datasets.Dataset.from_dict(rows[split], features=features)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    cfg = load_recipe("conll2003")
+    train, evals, names = load_conll_data(cfg)
+    assert names == ["O", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    assert train["tokens"] == [["EU", "rejects", "German"], ["Peter", "Blackburn"]]  # the empty row is dropped
+    assert train["tags"] == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
+    assert evals["validation"]["tags"] == [["O", "O"]]
+    assert load_conll_split(cfg, "test", names)["tags"] == [["B-PER"]]
+    assert calls[0] == ("eriktks/conll2003", None, "refs/convert/parquet", "train")
+    with pytest.raises(DataError, match=r"eriktks/conll2003\[train\], line 1, field \"ner_tags\": tag 'B-ORG' is not"):
+        load_conll_data(load_recipe("conll2003", {"label_names": ["O", "B-PER", "I-PER"]}))
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "conll2003").is_dir(), reason="shared CoNLL-2003 not available")
+def test_real_conll2003_files_parse_completely():
+    expected = {"train.txt": (14041, 23499), "valid.txt": (3250, 5942), "test.txt": (3453, 5648)}
+    for name, (sentences, entities) in expected.items():
+        data = read_conll_file(SHARED_DATA / "conll2003" / name, label_names=LABELS)
+        assert len(data["tokens"]) == sentences and data["scheme"] == "IOB2", name
+        assert sum(len(get_entities(tags)) for tags in data["tags"]) == entities, name
+        if name == "train.txt":
+            assert label_names_for(data["tags"]) == LABELS
