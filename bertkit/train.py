@@ -68,7 +68,7 @@ class Trainer:
         self.adapter, self.cfg, self.callbacks = adapter, config, list(callbacks)  # callback(trainer, state)
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            config.metrics, num_labels=len(adapter.label_names))
+            config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
         self.accelerator = accelerator or Accelerator(
@@ -242,9 +242,9 @@ class Trainer:
                             "examples_per_s": round(state["examples_seen"] / max(state["train_seconds"], 1e-9), 1),
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
         if acc.is_main_process:
+            main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
-                with atomic_path(out / f"predictions_{name}.jsonl") as p:
-                    p.write_text("".join(_json_line(x) for x in preds))
+                self.adapter.write_predictions(out, name, preds, main=name == main_split)
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
         acc.wait_for_everyone()
@@ -267,12 +267,6 @@ def _truncate_log(path: Path, step: int) -> None:
     keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     with atomic_path(path) as p:
         p.write_text("".join(line + "\n" for line in keep))
-
-
-def _json_line(obj) -> str:
-    import json
-
-    return json.dumps(obj) + "\n"
 
 
 class _null:

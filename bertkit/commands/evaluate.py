@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     examples = type(adapter).load_split(cfg, args.split, adapter.label_names, file=args.file)
     features = adapter.encode(examples)
     outputs = forward_all(adapter, features, args.batch_size, precision, progress=True)
-    hooks = resolve_metrics(cfg.metrics, num_labels=len(adapter.label_names))
+    hooks = resolve_metrics(cfg.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
     metrics, _ = adapter.score(outputs, examples, features, hooks)
     split = Path(args.file).stem if args.file else args.split
     result = {"task": cfg.task, "split": split, "examples": len(examples), "precision": precision, **metrics}

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     train, evals, label_names = adapter_cls.load_data(cfg)
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
     set_seed(cfg.seed)
-    adapter = adapter_cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
+    adapter = adapter_cls.from_config(cfg, label_names)
     result = Trainer(adapter, cfg).fit(train, evals, test)
     print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
     t = result["train"]

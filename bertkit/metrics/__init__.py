@@ -1,7 +1,8 @@
 """Metric hooks: one interface over built-in metrics, `evaluate` modules and plain callables.
 
 A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolve_metrics` accepts:
-- a built-in name (`accuracy`, `f1`, `mcc`), computed locally;
+- a built-in name (`accuracy`, `f1`, `mcc`), computed locally; a task whose metric names mean something else
+  passes its own table as `builtins`;
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
 - any other name, passed to `evaluate.load` (needs the hub or a local metric script path);
 - a callable `(predictions, references) -> dict`.
@@ -16,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import evaluate
@@ -32,24 +34,28 @@ def _from_module(module: evaluate.EvaluationModule, **kwargs) -> MetricHook:
     return lambda predictions, references: module.compute(predictions=predictions, references=references, **kwargs)
 
 
-def resolve_metric(spec, **kwargs) -> MetricHook:
-    if isinstance(spec, str) and spec in BUILTIN:
-        return _from_module(BUILTIN[spec](), **kwargs if spec == "f1" else {})
+def resolve_metric(spec, builtins: dict | None = None, **kwargs) -> MetricHook:
+    """A hook for `spec`. `kwargs` (e.g. num_labels) go to a built-in only if its `_compute` takes them."""
+    builtins = BUILTIN if builtins is None else builtins
+    if isinstance(spec, str) and spec in builtins:
+        module = builtins[spec]()
+        accepted = inspect.signature(module._compute).parameters
+        return _from_module(module, **{k: v for k, v in kwargs.items() if k in accepted})
     if isinstance(spec, evaluate.EvaluationModule):
         return _from_module(spec)
     if isinstance(spec, str):
         try:
             return _from_module(evaluate.load(spec))
         except Exception as e:
-            raise BertkitError(f"metric '{spec}' is not built in ({', '.join(BUILTIN)}) and evaluate.load "
+            raise BertkitError(f"metric '{spec}' is not built in ({', '.join(builtins)}) and evaluate.load "
                                f"could not load it: {e}") from None
     if callable(spec):
         return spec
     raise BertkitError(f"a metric must be a name, an evaluate module or a callable, got {spec!r}")
 
 
-def resolve_metrics(specs, **kwargs) -> list[MetricHook]:
-    return [resolve_metric(s, **kwargs) for s in specs]
+def resolve_metrics(specs, builtins: dict | None = None, **kwargs) -> list[MetricHook]:
+    return [resolve_metric(s, builtins, **kwargs) for s in specs]
 
 
 def compute_metrics(hooks: list[MetricHook], predictions, references) -> dict[str, float]:
