@@ -2,7 +2,7 @@
 
 A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolve_metrics` accepts:
 - a built-in name (`accuracy`, `f1`, `mcc`), computed locally; a task whose metric names mean something else
-  passes its own table as `builtins`;
+  passes its own table as `builtins` (SQuAD: `exact_match`, `f1`, `squad`; see `SQUAD_BUILTIN`);
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
 - any other name, passed to `evaluate.load` (needs the hub or a local metric script path);
 - a callable `(predictions, references) -> dict`.
@@ -24,8 +24,10 @@ import evaluate
 
 from ..errors import BertkitError
 from .classification import F1, Accuracy, MatthewsCorrelation
+from .squad import Squad, SquadExactMatch, SquadF1
 
 BUILTIN = {"accuracy": Accuracy, "f1": F1, "mcc": MatthewsCorrelation}
+SQUAD_BUILTIN = {"exact_match": SquadExactMatch, "f1": SquadF1, "squad": Squad}
 
 MetricHook = Callable[[list, list], dict]
 
@@ -66,4 +68,5 @@ def compute_metrics(hooks: list[MetricHook], predictions, references) -> dict[st
     return out
 
 
-__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "resolve_metric", "resolve_metrics", "compute_metrics"]
+__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "Squad", "SquadExactMatch", "SquadF1", "resolve_metric",
+           "resolve_metrics", "compute_metrics"]
