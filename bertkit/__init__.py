@@ -7,6 +7,8 @@ Notebook use:
 >>> cfg = bertkit.FinetuneConfig(epochs=1, output_dir="runs/demo", precision="auto")
 >>> bertkit.Trainer(clf, cfg).fit({"text": texts, "label": labels}, {"dev": {"text": dev, "label": dev_labels}})
 >>> clf.predict(["a gripping, funny film"])
+>>> qa = bertkit.QuestionAnswering.from_pretrained("runs/squad")  # a run of `bertkit finetune squad`
+>>> qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
 ```
 """
 
@@ -15,8 +17,8 @@ __version__ = "0.1.0"
 from .config import FinetuneConfig, load_recipe  # noqa: E402
 from .errors import BertkitError, DataError  # noqa: E402
 from .metrics import compute_metrics, resolve_metrics  # noqa: E402
-from .tasks import Adapter, SequenceClassification, adapter_for_checkpoint  # noqa: E402
+from .tasks import Adapter, QuestionAnswering, SequenceClassification, adapter_for_checkpoint  # noqa: E402
 from .train import Trainer  # noqa: E402
 
-__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "SequenceClassification", "Trainer",
-           "adapter_for_checkpoint", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]
+__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "QuestionAnswering", "SequenceClassification",
+           "Trainer", "adapter_for_checkpoint", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]

@@ -9,10 +9,12 @@ from ..errors import BertkitError
 from ..models import resolve_model
 from .base import Adapter
 from .classification import SequenceClassification
+from .question_answering import QuestionAnswering
 
-ADAPTERS: dict[str, type[Adapter]] = {"sequence-classification": SequenceClassification}
+ADAPTERS: dict[str, type[Adapter]] = {"sequence-classification": SequenceClassification,
+                                      "question-answering": QuestionAnswering}
 # checkpoint architecture suffix → adapter, for `evaluate` and `predict` on a saved run
-HEADS = {"ForSequenceClassification": SequenceClassification}
+HEADS = {"ForSequenceClassification": SequenceClassification, "ForQuestionAnswering": QuestionAnswering}
 
 
 def get_adapter_class(name: str) -> type[Adapter]:
@@ -21,7 +23,8 @@ def get_adapter_class(name: str) -> type[Adapter]:
     return ADAPTERS[name]
 
 
-def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
+def adapter_class_for_checkpoint(name: str) -> tuple[type[Adapter], str]:
+    """(adapter class, local path) of a fine-tuned checkpoint, from its config's architectures; loads nothing."""
     path, local = resolve_model(name)
     if not local:
         raise BertkitError(f"model folder not found: {name}")
@@ -29,9 +32,15 @@ def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
     for arch in config.get("architectures") or []:
         for suffix, cls in HEADS.items():
             if arch.endswith(suffix):
-                return cls.from_pretrained(path, allow_pickle=allow_pickle)
+                return cls, path
     raise BertkitError(f"{path} is not a fine-tuned checkpoint bertkit knows (architectures: "
                        f"{config.get('architectures')}); expected one of: {', '.join('*' + s for s in HEADS)}")
 
 
-__all__ = ["ADAPTERS", "Adapter", "SequenceClassification", "adapter_for_checkpoint", "get_adapter_class"]
+def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
+    cls, path = adapter_class_for_checkpoint(name)
+    return cls.from_pretrained(path, allow_pickle=allow_pickle)
+
+
+__all__ = ["ADAPTERS", "Adapter", "QuestionAnswering", "SequenceClassification", "adapter_class_for_checkpoint",
+           "adapter_for_checkpoint", "get_adapter_class"]
