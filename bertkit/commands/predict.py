@@ -1,4 +1,5 @@
-"""`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}."""
+"""`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}.
+Question-answering checkpoints are handled by `predict_qa.py` (JSONL {question, context} in, answers out)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
+from . import predict_qa
 from .common import add_inference_flags, load_for_inference
 
 EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
   bertkit predict --model runs/sst2 --input ../shared/data/sst2/dev.tsv --output dev_predictions.jsonl --probs
-"""
+""" + predict_qa.EXAMPLE
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "question")
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "question": "context"}
 
@@ -56,8 +58,11 @@ def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..tasks import QuestionAnswering, adapter_class_for_checkpoint
     from ..utils import atomic_path
 
+    if issubclass(adapter_class_for_checkpoint(args.model)[0], QuestionAnswering):  # its own input and output
+        return predict_qa.run(args)
     inputs = read_inputs(args.input, args.format, args.text_column, args.text_pair_column)
     adapter, precision = load_for_inference(args)
     preds = adapter.predict(inputs["text"], inputs.get("text_pair"), batch_size=args.batch_size,
@@ -78,7 +83,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="label new text with a fine-tuned checkpoint", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_inference_flags(p)
-    p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line)")
+    p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line; "
+                   "question answering: JSONL with question and context)")
     p.add_argument("--format", default="auto", choices=["auto", "text", "table"],
                    help="text = one text per line; table = TSV/CSV/JSONL/parquet (auto: by file extension)")
     p.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
