@@ -1,0 +1,366 @@
+"""SQuAD v1.1 question answering: span post-processing, metric parity with the official script, window labels,
+the loader's validation, and an end-to-end CLI run of the tiny model (finetune → predictions.json → plain
+transformers → evaluate → predict)."""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertkit.cli import main
+from bertkit.config import load_recipe
+from bertkit.data.squad import read_squad_file
+from bertkit.errors import BertkitError, DataError
+from bertkit.metrics import SQUAD_BUILTIN, Squad, compute_metrics, resolve_metrics
+from bertkit.metrics.squad import exact_match_score, f1_score, squad_scores
+from bertkit.tasks.qa_spans import Window, best_spans, label_window, rank_answers
+
+from . import squad_v1_official as official
+from .conftest import FILLER, SHARED_DATA
+
+COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
+QUESTIONS = ["which colour is mentioned ?", "what color appears in the text ?", "name the colour ."]
+
+
+# --- synthetic SQuAD files -----------------------------------------------------------------------------------
+def squad_json(rng: random.Random, n: int, prefix: str, references: int = 1) -> dict:
+    """Paragraphs of 10-70 filler words with one colour; the question asks for the colour (learnable by a tiny
+    model; the longer paragraphs need two windows at --max-length 64)."""
+    paragraphs = []
+    for i in range(n):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
+        at = rng.randrange(len(words) + 1)
+        colour = rng.choice(COLOURS)
+        context = " ".join(words[:at] + [colour.capitalize() if i % 3 == 0 else colour] + words[at:])
+        start = len(" ".join(words[:at])) + (1 if at else 0)
+        answers = [{"text": context[start:start + len(colour)], "answer_start": start}] * references
+        paragraphs.append({"context": context, "qas": [{"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS),
+                                                        "answers": answers}]})
+    return {"version": "1.1", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
+
+
+def write_squad(directory, n_train=240, n_dev=48, bad_train_ids=(), seed=0):
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    train = squad_json(rng, n_train, "t")
+    for p in train["data"][0]["paragraphs"]:
+        if p["qas"][0]["id"] in bad_train_ids:
+            p["qas"][0]["answers"][0]["answer_start"] += 1
+    (directory / "train.json").write_text(json.dumps(train))
+    (directory / "validation.json").write_text(json.dumps(squad_json(rng, n_dev, "v", references=2)))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def squad_dir(tmp_path_factory):
+    return write_squad(tmp_path_factory.mktemp("data") / "squad", bad_train_ids=("t0007",))
+
+
+SMALL = ["--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]
+
+
+@pytest.fixture(scope="module")
+def qa_run(tmp_path_factory, tiny_bert, squad_dir):
+    out = tmp_path_factory.mktemp("runs") / "squad"
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "squad", "--model", str(tiny_bert),
+                           "--data-dir", str(squad_dir), "--precision", "fp32", "--lr", "1e-2", "--batch-size", "16",
+                           "--epochs", "1", "--skip-bad-examples", "--output-dir", str(out), *SMALL],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stderr
+
+
+# --- post-processing on hand-built logits ----------------------------------------------------------------------
+def window(tokens, context_start, context_end, start=None, end=None):
+    """A window over `tokens` = [(char start, char end)]; logits 0 except {token: value} in start/end."""
+    s, e = np.zeros(len(tokens)), np.zeros(len(tokens))
+    for i, v in (start or {}).items():
+        s[i] = v
+    for i, v in (end or {}).items():
+        e[i] = v
+    return Window(s, e, np.array(tokens), context_start, context_end)
+
+
+CONTEXT = "Alpha beta  Gamma delta epsilon zeta"  # two spaces before Gamma: text is cut from the context itself
+WORDS = [(0, 5), (6, 10), (12, 17), (18, 23), (24, 31), (32, 36)]
+QUESTION = [(0, 0), (0, 3), (4, 8), (0, 0)]  # [CLS] who what [SEP]
+W1 = QUESTION + WORDS[:4] + [(0, 0)]  # context tokens 4..7 = Alpha..delta
+W2 = QUESTION + WORDS[2:] + [(0, 0)]  # overlap of two words: context tokens 4..7 = Gamma..zeta
+
+
+def test_best_spans_skip_impossible_spans():
+    w = window(W1, 4, 7, start={0: 50, 1: 40, 8: 30, 6: 5, 5: 1, 4: -20}, end={0: 50, 2: 40, 8: 30, 4: 9, 6: 2})
+    spans = best_spans(w.start_logits, w.end_logits, 4, 7, n_best=20, max_answer_length=30)
+    assert spans[0] == (7.0, 6, 6)  # CLS, question and SEP logits ignored; (6, 4) = 14 ends before it starts
+    assert all(4 <= s <= e <= 7 for _, s, e in spans) and len(spans) == 10  # 4 + 3 + 2 + 1 ordered pairs
+    assert [x[0] for x in spans] == sorted((x[0] for x in spans), reverse=True)
+    short = best_spans(w.start_logits, w.end_logits, 4, 7, n_best=20, max_answer_length=1)
+    assert all(s == e for _, s, e in short)
+    assert len(best_spans(w.start_logits, w.end_logits, 4, 7, n_best=2, max_answer_length=30)) <= 2
+    too_long = window(W1, 4, 7, start={4: 10}, end={7: 10})  # best pair spans 4 tokens
+    assert best_spans(too_long.start_logits, too_long.end_logits, 4, 7, 20, 3)[0][1:] != (4, 7)
+
+
+def test_answer_crossing_a_window_boundary_comes_from_the_window_holding_it_whole():
+    # "Gamma delta epsilon": starts in W1 (which ends at delta), whole only in W2
+    w1 = window(W1, 4, 7, start={6: 6.0}, end={7: 3.0})  # best in W1: "Gamma delta", 9.0
+    w2 = window(W2, 4, 7, start={4: 6.0}, end={6: 5.0})  # "Gamma delta epsilon", 11.0
+    answers = rank_answers([w1, w2], CONTEXT)
+    assert answers[0]["text"] == "Gamma delta epsilon" and answers[0]["logit"] == 11.0
+    assert (answers[0]["start"], answers[0]["end"]) == (12, 31)
+    assert answers[1]["text"] == "Gamma delta"  # the same characters from both windows appear once
+    assert len({(a["start"], a["end"]) for a in answers}) == len(answers)
+
+
+def test_answers_ranked_across_windows_with_probabilities():
+    w1 = window(W1, 4, 7, start={4: 2.0}, end={5: 2.0})  # "Alpha beta", 4.0
+    w2 = window(W2, 4, 7, start={7: 3.0}, end={7: 3.0})  # "zeta", 6.0
+    answers = rank_answers([w1, w2], CONTEXT, n_best=5)
+    assert [a["text"] for a in answers[:2]] == ["zeta", "Alpha beta"]
+    assert len(answers) == 5 and abs(sum(a["score"] for a in answers) - 1) < 1e-9
+    assert answers[0]["score"] > answers[1]["score"] and all(CONTEXT[a["start"]:a["end"]] == a["text"]
+                                                             for a in answers)
+    spaced = rank_answers([window(W1, 4, 7, start={5: 9.0}, end={6: 9.0})], CONTEXT)[0]
+    assert spaced["text"] == "beta  Gamma"  # original spacing and case, not detokenised word pieces
+
+
+def test_label_window_inside_outside_straddling():
+    offsets = np.array(W1)
+    assert label_window(offsets, 4, 7, 6, 17) == (5, 6)  # "beta  Gamma"
+    assert label_window(offsets, 4, 7, 14, 17) == (6, 6)  # "mma" inside a token: that token
+    assert label_window(offsets, 4, 7, 24, 31) == (0, 0)  # "epsilon": after this window's piece
+    assert label_window(offsets, 4, 7, 18, 31) == (0, 0)  # "delta epsilon": straddles the end
+    assert label_window(np.array(W2), 4, 7, 6, 17) == (0, 0)  # "beta  Gamma": straddles the start of W2
+
+
+def test_windows_of_the_real_tokenizer_label_the_answer_or_cls(tiny_bert):
+    import datasets
+
+    from bertkit import QuestionAnswering
+
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=8, max_question_length=8)
+    context = " ".join(f"w{i}" for i in range(40))  # "wN" is two word pieces: a window holds about 10 words
+    spans = {"first window": "w3 w4", "straddles windows": "w9 w10 w11 w12", "last window": "w38 w39"}
+    for name, text in spans.items():
+        start = context.index(text)
+        ex = datasets.Dataset.from_dict({"id": [name], "question": ["where is it?"], "context": [context],
+                                         "answers": [{"text": [text], "answer_start": [start]}]})
+        features = qa.encode(ex)
+        assert len(features) > 2 and max(features["length"]) <= 32
+        hits = 0
+        for f in features:
+            s, e = f["start_positions"], f["end_positions"]
+            a, b = f["offsets"][f["context_start"]][0], f["offsets"][f["context_end"]][1]
+            if (s, e) == (0, 0):
+                assert not (a <= start and start + len(text) <= b), name  # CLS only if not wholly inside
+            else:
+                hits += 1
+                assert context[f["offsets"][s][0]:f["offsets"][e][1]] == text, name
+        assert hits >= 1, name
+    batch = qa.collate([features[i] for i in range(len(features))])
+    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions"}
+
+
+def test_long_questions_are_cut_and_overlap_must_fit(tiny_bert):
+    from bertkit import QuestionAnswering
+
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=8, max_question_length=4)
+    assert qa._cut_questions(["  one two three four five six "]) == ["one two three four"]
+    with pytest.raises(BertkitError, match="window_overlap 21 must be smaller .* = 21"):  # 32 - 8 - 3 special
+        QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=21, max_question_length=8)
+
+
+# --- metrics: parity with the official v1.1 script -------------------------------------------------------------
+CASES = [
+    ("Denver Broncos", ["Denver Broncos"]),
+    ("the Denver Broncos!", ["Denver Broncos"]),  # article and punctuation
+    ("DENVER   broncos", ["denver broncos"]),  # case and whitespace
+    ("An apple, a banana", ["apple banana"]),  # articles go, but not the 'an' inside 'banana'
+    ("Broncos", ["Denver Broncos", "the Broncos", "Carolina"]),  # best of several references
+    ("Carolina Panthers Denver", ["Denver Broncos", "Carolina Panthers"]),  # partial overlap → F1 only
+    ("", ["Denver Broncos"]),  # empty prediction
+    ("", ["the"]),  # both normalise to "": exact match 1, F1 0 (as the official script)
+    ("a a a b", ["a b b"]),  # multiset overlap of repeated tokens (after articles go: "b" vs "b b")
+    ("x x y", ["x y y"]),
+    ("24–10", ["24-10"]),  # en dash is not ASCII punctuation: kept
+    ("U.S.", ["US"]), ("don't", ["dont"]), ("1,000", ["1000"]),
+    ("\tThe\nend\u00a0", ["end"]),  # tabs, newlines, non-breaking space
+]
+
+
+@pytest.mark.parametrize("prediction, references", CASES)
+def test_exact_match_and_f1_equal_the_official_definitions(prediction, references):
+    for ref in references:
+        assert exact_match_score(prediction, ref) == official.exact_match_score(prediction, ref)
+        assert f1_score(prediction, ref) == official.f1_score(prediction, ref)
+
+
+def test_totals_equal_the_official_evaluate_in_percent():
+    dataset = [{"paragraphs": [{"context": "", "qas": [
+        {"id": str(i), "answers": [{"text": t} for t in refs]} for i, (_, refs) in enumerate(CASES)]}]}]
+    predictions = {str(i): p for i, (p, _) in enumerate(CASES)}
+    references = {str(i): refs for i, (_, refs) in enumerate(CASES)}
+    unanswered = {k: v for k, v in predictions.items() if k != "3"}  # scores 0, as in the official script
+    assert squad_scores(unanswered, references) == pytest.approx(official.evaluate(dataset, unanswered), abs=1e-12)
+    expected = official.evaluate(dataset, predictions)
+    assert squad_scores(predictions, references) == pytest.approx(expected, abs=1e-12)
+    module = Squad().compute(predictions=[{"id": k, "prediction_text": v} for k, v in predictions.items()],
+                             references=[{"id": k, "answers": {"text": v, "answer_start": [0] * len(v)}}
+                                         for k, v in references.items()])
+    assert module == pytest.approx(expected, abs=1e-12) and 0 < expected["f1"] < 100
+    hooks = resolve_metrics(["exact_match", "f1"], builtins=SQUAD_BUILTIN, num_labels=2)
+    preds = [{"id": "q", "prediction_text": "the answer"}]
+    assert compute_metrics(hooks, preds, [{"id": "q", "answers": {"text": ["Answer"], "answer_start": [0]}}]) == {
+        "exact_match": 100.0, "f1": 100.0}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aAnTthe .,!-'x\t\n", max_size=20), st.lists(st.text(alphabet="aAnthe .,-bx", max_size=20),
+                                                                     min_size=1, max_size=3))
+def test_metric_parity_on_random_strings(prediction, references):
+    for fn, ref_fn in ((exact_match_score, official.exact_match_score), (f1_score, official.f1_score)):
+        assert official.metric_max_over_ground_truths(ref_fn, prediction, references) == max(
+            fn(prediction, r) for r in references)
+
+
+# --- loading and validation ------------------------------------------------------------------------------------
+def test_loader_reads_ids_questions_and_all_reference_answers(squad_dir):
+    questions, skipped = read_squad_file(squad_dir / "validation.json")
+    assert len(questions) == 48 and skipped == 0 and questions[0]["id"] == "v0000"
+    answers = questions[0]["answers"]
+    assert len(answers["text"]) == 2 and questions[0]["context"][answers["answer_start"][0]:].startswith(
+        answers["text"][0])
+
+
+def mutate(directory, edit, name="train.json"):
+    obj = json.loads((directory / name).read_text())
+    edit(obj["data"][0]["paragraphs"])
+    (directory / name).write_text(json.dumps(obj))
+
+
+def set_key(key, value, i=2):
+    def edit(paragraphs):
+        target = paragraphs[i] if key == "context" else paragraphs[i]["qas"][0]
+        target[key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda ps: ps[2]["qas"][0]["answers"][0].update(answer_start=3), "question t0002: answer_start 3 does not index"),
+    (set_key("question", "   "), "question t0002: empty question"),
+    (set_key("context", ""), "question t0002: empty context"),
+    (set_key("answers", []), "question t0002: no answers"),
+    (lambda ps: ps[2]["qas"][0].pop("question"), "question t0002: missing field 'question'"),
+    (lambda ps: ps[2]["qas"][0].pop("id"), "field \"data[0].paragraphs[2].qas[0].id\": missing field 'id'"),
+    (set_key("id", "t0001"), "question t0001: duplicate id"),
+])
+def test_bad_questions_are_clear_errors_naming_the_question(tmp_path, edit, message):
+    write_squad(tmp_path, n_train=5, n_dev=2)
+    mutate(tmp_path, edit)
+    with pytest.raises(DataError) as e:
+        read_squad_file(tmp_path / "train.json")
+    assert message in str(e.value) and str(tmp_path / "train.json") in str(e.value)
+
+
+def test_malformed_json_names_file_and_line(tmp_path):
+    (tmp_path / "train.json").write_text('{"version": "1.1",\n "data": [\n {"paragraphs": [}\n]}')
+    with pytest.raises(DataError, match=r"train.json, line 3: not valid JSON"):
+        read_squad_file(tmp_path / "train.json")
+    (tmp_path / "train.json").write_text('[{"context": "x"}]')
+    with pytest.raises(DataError, match='not SQuAD JSON: expected an object with a "data" list'):
+        read_squad_file(tmp_path / "train.json")
+
+
+def test_skip_bad_examples_counts_what_it_skips(tmp_path, caplog):
+    write_squad(tmp_path, n_train=10, n_dev=2, bad_train_ids=("t0003", "t0008"))
+    questions, skipped = read_squad_file(tmp_path / "train.json", skip_bad=True)
+    assert skipped == 2 and len(questions) == 8 and "t0003" not in questions["id"]
+    assert "skipped 2 question(s) whose answer_start does not index the answer text" in caplog.text
+
+
+def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_path, tiny_bert, capsys):
+    data = write_squad(tmp_path / "data", n_train=20, n_dev=4, bad_train_ids=("t0005",))
+    out = tmp_path / "run"
+    args = ["finetune", "squad", "--model", str(tiny_bert), "--data-dir", str(data), "--output-dir", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "train.json" in err and "question t0005: answer_start" in err and "--skip-bad-examples" in err
+    assert not out.exists()
+
+
+def test_squad_recipe_defaults():
+    cfg = load_recipe("squad")
+    assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("question-answering", 3e-5, 32, 2,
+                                                                                   384)
+    assert (cfg.window_overlap, cfg.n_best, cfg.max_answer_length, cfg.max_question_length) == (128, 20, 30, 64)
+    assert cfg.metrics == ["exact_match", "f1"] and cfg.main_metric == "f1" and not cfg.skip_bad_examples
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
+def test_real_squad_files_parse_completely():
+    cfg = load_recipe("squad", {"data_dir": str(SHARED_DATA / "squad")})
+    from bertkit.data.squad import load_squad_data
+
+    train, evals, names = load_squad_data(cfg)
+    assert len(train) == 7147 and len(evals["validation"]) == 2233 and names == []
+    assert max(len(a["text"]) for a in evals["validation"]["answers"]) >= 3
+
+
+# --- end to end --------------------------------------------------------------------------------------------------
+def test_finetune_writes_official_predictions_and_learns(qa_run, squad_dir):
+    out, stderr = qa_run
+    assert "skipped 1 question(s)" in stderr
+    predictions = json.loads((out / "predictions.json").read_text())
+    dev = json.loads((squad_dir / "validation.json").read_text())["data"]
+    assert set(predictions) == {qa["id"] for p in dev[0]["paragraphs"] for qa in p["qas"]}
+    assert all(isinstance(v, str) for v in predictions.values())
+    metrics = json.loads((out / "metrics.json").read_text())["validation"]
+    assert metrics == pytest.approx(official.evaluate(dev, predictions), abs=1e-9)  # what the official script says
+    assert metrics["f1"] >= 60  # the tiny model finds the colour
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    first = nbest["v0000"]
+    assert first[0]["text"] == predictions["v0000"] and {"text", "score", "logit", "start", "end"} <= set(first[0])
+    lines = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()]
+    assert len(lines) == 48 and set(lines[0]) == {"id", "answer", "score", "start", "end"}
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_plain_transformers_loads_the_qa_run(qa_run):
+    out, _ = qa_run
+    code = ("import sys; from transformers import AutoModelForQuestionAnswering as M; "
+            f"m = M.from_pretrained({str(out)!r}); assert 'bertkit' not in sys.modules; "
+            "print(type(m).__name__, m.config.num_labels)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert res.split() == ["BertForQuestionAnswering", "2"]
+
+
+def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path, capsys):
+    out, _ = qa_run
+    assert main(["evaluate", "--model", str(out), "--task", "squad", "--split", "validation", "--data-dir",
+                 str(squad_dir), "--precision", "fp32"]) == 0
+    evaluated = json.loads((out / "eval_squad_validation.json").read_text())
+    assert evaluated["examples"] == 48 and 0 <= evaluated["exact_match"] <= evaluated["f1"] <= 100
+
+    dev = json.loads((squad_dir / "validation.json").read_text())["data"][0]["paragraphs"][:5]
+    rows = [{"id": p["qas"][0]["id"], "question": p["qas"][0]["question"], "context": p["context"]} for p in dev]
+    rows[1].pop("id")
+    src = tmp_path / "questions.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl")]) == 0
+    answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert set(answers[0]) == {"id", "answer", "score", "start", "end"} and "id" not in answers[1]
+    for row, a in zip(rows, answers):
+        assert row["context"][a["start"]:a["end"]] == a["answer"] and 0 < a["score"] <= 1
+
+
+def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
+    out, _ = qa_run
+    src = tmp_path / "q.jsonl"
+    src.write_text('{"question": "who?", "context": "Ann."}\n{"question": "what?"}\n')
+    assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
+    assert 'q.jsonl, line 2, field "context": missing field' in capsys.readouterr().err
