@@ -1,7 +1,8 @@
 """Test helper: the functions of the official SQuAD v1.1 evaluation script, `evaluate-v1.1.py`
 (https://rajpurkar.github.io/SQuAD-explorer/, "Official evaluation script for v1.1 of the SQuAD dataset"),
-kept as they are (only the command-line part is left out), so that bertkit's metric is compared with the
-definition itself, not with a re-implementation of it.
+kept as they are, so that bertkit's metric is compared with the definition itself, not with a re-implementation
+of it. The command line works as the original's (imports moved into it):
+`python tests/squad_v1_official.py validation.json runs/squad/predictions.json`.
 """
 # ruff: noqa
 from __future__ import print_function
@@ -76,3 +77,24 @@ def evaluate(dataset, predictions):
     f1 = 100.0 * f1 / total
 
     return {'exact_match': exact_match, 'f1': f1}
+
+
+if __name__ == '__main__':
+    import argparse
+    import json
+    expected_version = '1.1'
+    parser = argparse.ArgumentParser(
+        description='Evaluation for SQuAD ' + expected_version)
+    parser.add_argument('dataset_file', help='Dataset file')
+    parser.add_argument('prediction_file', help='Prediction File')
+    args = parser.parse_args()
+    with open(args.dataset_file) as dataset_file:
+        dataset_json = json.load(dataset_file)
+        if (dataset_json['version'] != expected_version):
+            print('Evaluation expects v-' + expected_version +
+                  ', but got dataset with v-' + dataset_json['version'],
+                  file=sys.stderr)
+        dataset = dataset_json['data']
+    with open(args.prediction_file) as prediction_file:
+        predictions = json.load(prediction_file)
+    print(json.dumps(evaluate(dataset, predictions)))
