@@ -293,6 +293,36 @@ def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
+def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
+    import datasets
+
+    from bertkit.data.squad import load_squad_data, load_squad_split
+
+    def fake_load_dataset(name, config, split):  # the hub's rajpurkar/squad layout
+        assert (name, config) == ("rajpurkar/squad", None)
+        rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
+        return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
+                                            "context": p["context"], "question": p["qas"][0]["question"],
+                                            "answers": {"text": [a["text"] for a in p["qas"][0]["answers"]],
+                                                        "answer_start": [a["answer_start"] for a in
+                                                                         p["qas"][0]["answers"]]}} for p in rows])
+
+    data = write_squad(tmp_path / "hub", n_train=6, n_dev=1)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    cfg = load_recipe("squad", {"max_eval_samples": 4})
+    train, evals, names = load_squad_data(cfg)
+    assert len(train) == 6 and list(evals) == ["validation"] and len(evals["validation"]) == 4 and names == []
+    assert train[0]["id"] == "train-t0000" and train[0]["answers"]["text"] == [train[0]["context"][
+        train[0]["answers"]["answer_start"][0]:][:len(train[0]["answers"]["text"][0])]]
+    assert len(load_squad_split(cfg, "validation")) == 4
+    mutate(data, set_key("answers", [{"text": "zzz", "answer_start": 0}], i=1))
+    with pytest.raises(DataError, match=r"rajpurkar/squad \(train\), .*question train-t0001: answer_start 0"):
+        load_squad_data(cfg)
+
+
 def test_squad_recipe_defaults():
     cfg = load_recipe("squad")
     assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("question-answering", 3e-5, 32, 2,
