@@ -1,24 +1,18 @@
-"""SQuAD v1.1 question answering: span post-processing, metric parity with the official script, window labels,
-the loader's validation, and an end-to-end CLI run of the tiny model (finetune → predictions.json → plain
-transformers → evaluate → predict)."""
+"""SQuAD v1.1 question answering: the loader's validation (local JSON and the hub layout), and an end-to-end CLI
+run of the tiny model (finetune → predictions.json → official script → plain transformers → evaluate → predict).
+Spans: test_qa_spans.py; metrics: test_squad_metric.py."""
 
 import json
 import random
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from bertkit.cli import main
 from bertkit.config import load_recipe
 from bertkit.data.squad import read_squad_file
-from bertkit.errors import BertkitError, DataError
-from bertkit.metrics import SQUAD_BUILTIN, Squad, compute_metrics, resolve_metrics
-from bertkit.metrics.squad import exact_match_score, f1_score, squad_scores
-from bertkit.tasks.qa_spans import Window, best_spans, label_window, rank_answers
+from bertkit.errors import DataError
 
 from . import squad_v1_official as official
 from .conftest import FILLER, SHARED_DATA
@@ -73,159 +67,6 @@ def qa_run(tmp_path_factory, tiny_bert, squad_dir):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stderr
-
-
-# --- post-processing on hand-built logits ----------------------------------------------------------------------
-def window(tokens, context_start, context_end, start=None, end=None):
-    """A window over `tokens` = [(char start, char end)]; logits 0 except {token: value} in start/end."""
-    s, e = np.zeros(len(tokens)), np.zeros(len(tokens))
-    for i, v in (start or {}).items():
-        s[i] = v
-    for i, v in (end or {}).items():
-        e[i] = v
-    return Window(s, e, np.array(tokens), context_start, context_end)
-
-
-CONTEXT = "Alpha beta  Gamma delta epsilon zeta"  # two spaces before Gamma: text is cut from the context itself
-WORDS = [(0, 5), (6, 10), (12, 17), (18, 23), (24, 31), (32, 36)]
-QUESTION = [(0, 0), (0, 3), (4, 8), (0, 0)]  # [CLS] who what [SEP]
-W1 = QUESTION + WORDS[:4] + [(0, 0)]  # context tokens 4..7 = Alpha..delta
-W2 = QUESTION + WORDS[2:] + [(0, 0)]  # overlap of two words: context tokens 4..7 = Gamma..zeta
-
-
-def test_best_spans_skip_impossible_spans():
-    w = window(W1, 4, 7, start={0: 50, 1: 40, 8: 30, 6: 5, 5: 1, 4: -20}, end={0: 50, 2: 40, 8: 30, 4: 9, 6: 2})
-    spans = best_spans(w.start_logits, w.end_logits, 4, 7, n_best=20, max_answer_length=30)
-    assert spans[0] == (7.0, 6, 6)  # CLS, question and SEP logits ignored; (6, 4) = 14 ends before it starts
-    assert all(4 <= s <= e <= 7 for _, s, e in spans) and len(spans) == 10  # 4 + 3 + 2 + 1 ordered pairs
-    assert [x[0] for x in spans] == sorted((x[0] for x in spans), reverse=True)
-    short = best_spans(w.start_logits, w.end_logits, 4, 7, n_best=20, max_answer_length=1)
-    assert all(s == e for _, s, e in short)
-    assert len(best_spans(w.start_logits, w.end_logits, 4, 7, n_best=2, max_answer_length=30)) <= 2
-    too_long = window(W1, 4, 7, start={4: 10}, end={7: 10})  # best pair spans 4 tokens
-    assert best_spans(too_long.start_logits, too_long.end_logits, 4, 7, 20, 3)[0][1:] != (4, 7)
-
-
-def test_answer_crossing_a_window_boundary_comes_from_the_window_holding_it_whole():
-    # "Gamma delta epsilon": starts in W1 (which ends at delta), whole only in W2
-    w1 = window(W1, 4, 7, start={6: 6.0}, end={7: 3.0})  # best in W1: "Gamma delta", 9.0
-    w2 = window(W2, 4, 7, start={4: 6.0}, end={6: 5.0})  # "Gamma delta epsilon", 11.0
-    answers = rank_answers([w1, w2], CONTEXT)
-    assert answers[0]["text"] == "Gamma delta epsilon" and answers[0]["logit"] == 11.0
-    assert (answers[0]["start"], answers[0]["end"]) == (12, 31)
-    assert answers[1]["text"] == "Gamma delta"  # the same characters from both windows appear once
-    assert len({(a["start"], a["end"]) for a in answers}) == len(answers)
-
-
-def test_answers_ranked_across_windows_with_probabilities():
-    w1 = window(W1, 4, 7, start={4: 2.0}, end={5: 2.0})  # "Alpha beta", 4.0
-    w2 = window(W2, 4, 7, start={7: 3.0}, end={7: 3.0})  # "zeta", 6.0
-    answers = rank_answers([w1, w2], CONTEXT, n_best=5)
-    assert [a["text"] for a in answers[:2]] == ["zeta", "Alpha beta"]
-    assert len(answers) == 5 and abs(sum(a["score"] for a in answers) - 1) < 1e-9
-    assert answers[0]["score"] > answers[1]["score"] and all(CONTEXT[a["start"]:a["end"]] == a["text"]
-                                                             for a in answers)
-    spaced = rank_answers([window(W1, 4, 7, start={5: 9.0}, end={6: 9.0})], CONTEXT)[0]
-    assert spaced["text"] == "beta  Gamma"  # original spacing and case, not detokenised word pieces
-
-
-def test_label_window_inside_outside_straddling():
-    offsets = np.array(W1)
-    assert label_window(offsets, 4, 7, 6, 17) == (5, 6)  # "beta  Gamma"
-    assert label_window(offsets, 4, 7, 14, 17) == (6, 6)  # "mma" inside a token: that token
-    assert label_window(offsets, 4, 7, 24, 31) == (0, 0)  # "epsilon": after this window's piece
-    assert label_window(offsets, 4, 7, 18, 31) == (0, 0)  # "delta epsilon": straddles the end
-    assert label_window(np.array(W2), 4, 7, 6, 17) == (0, 0)  # "beta  Gamma": straddles the start of W2
-
-
-def test_windows_of_the_real_tokenizer_label_the_answer_or_cls(tiny_bert):
-    import datasets
-
-    from bertkit import QuestionAnswering
-
-    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=8, max_question_length=8)
-    context = " ".join(f"w{i}" for i in range(40))  # "wN" is two word pieces: a window holds about 10 words
-    spans = {"first window": "w3 w4", "straddles windows": "w9 w10 w11 w12", "last window": "w38 w39"}
-    for name, text in spans.items():
-        start = context.index(text)
-        ex = datasets.Dataset.from_dict({"id": [name], "question": ["where is it?"], "context": [context],
-                                         "answers": [{"text": [text], "answer_start": [start]}]})
-        features = qa.encode(ex)
-        assert len(features) > 2 and max(features["length"]) <= 32
-        hits = 0
-        for f in features:
-            s, e = f["start_positions"], f["end_positions"]
-            a, b = f["offsets"][f["context_start"]][0], f["offsets"][f["context_end"]][1]
-            if (s, e) == (0, 0):
-                assert not (a <= start and start + len(text) <= b), name  # CLS only if not wholly inside
-            else:
-                hits += 1
-                assert context[f["offsets"][s][0]:f["offsets"][e][1]] == text, name
-        assert hits >= 1, name
-    batch = qa.collate([features[i] for i in range(len(features))])
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions"}
-
-
-def test_long_questions_are_cut_and_overlap_must_fit(tiny_bert):
-    from bertkit import QuestionAnswering
-
-    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=8, max_question_length=4)
-    assert qa._cut_questions(["  one two three four five six "]) == ["one two three four"]
-    with pytest.raises(BertkitError, match="window_overlap 21 must be smaller .* = 21"):  # 32 - 8 - 3 special
-        QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=21, max_question_length=8)
-
-
-# --- metrics: parity with the official v1.1 script -------------------------------------------------------------
-CASES = [
-    ("Denver Broncos", ["Denver Broncos"]),
-    ("the Denver Broncos!", ["Denver Broncos"]),  # article and punctuation
-    ("DENVER   broncos", ["denver broncos"]),  # case and whitespace
-    ("An apple, a banana", ["apple banana"]),  # articles go, but not the 'an' inside 'banana'
-    ("Broncos", ["Denver Broncos", "the Broncos", "Carolina"]),  # best of several references
-    ("Carolina Panthers Denver", ["Denver Broncos", "Carolina Panthers"]),  # partial overlap → F1 only
-    ("", ["Denver Broncos"]),  # empty prediction
-    ("", ["the"]),  # both normalise to "": exact match 1, F1 0 (as the official script)
-    ("a a a b", ["a b b"]),  # multiset overlap of repeated tokens (after articles go: "b" vs "b b")
-    ("x x y", ["x y y"]),
-    ("24–10", ["24-10"]),  # en dash is not ASCII punctuation: kept
-    ("U.S.", ["US"]), ("don't", ["dont"]), ("1,000", ["1000"]),
-    ("\tThe\nend\u00a0", ["end"]),  # tabs, newlines, non-breaking space
-]
-
-
-@pytest.mark.parametrize("prediction, references", CASES)
-def test_exact_match_and_f1_equal_the_official_definitions(prediction, references):
-    for ref in references:
-        assert exact_match_score(prediction, ref) == official.exact_match_score(prediction, ref)
-        assert f1_score(prediction, ref) == official.f1_score(prediction, ref)
-
-
-def test_totals_equal_the_official_evaluate_in_percent():
-    dataset = [{"paragraphs": [{"context": "", "qas": [
-        {"id": str(i), "answers": [{"text": t} for t in refs]} for i, (_, refs) in enumerate(CASES)]}]}]
-    predictions = {str(i): p for i, (p, _) in enumerate(CASES)}
-    references = {str(i): refs for i, (_, refs) in enumerate(CASES)}
-    unanswered = {k: v for k, v in predictions.items() if k != "3"}  # scores 0, as in the official script
-    assert squad_scores(unanswered, references) == pytest.approx(official.evaluate(dataset, unanswered), abs=1e-12)
-    expected = official.evaluate(dataset, predictions)
-    assert squad_scores(predictions, references) == pytest.approx(expected, abs=1e-12)
-    module = Squad().compute(predictions=[{"id": k, "prediction_text": v} for k, v in predictions.items()],
-                             references=[{"id": k, "answers": {"text": v, "answer_start": [0] * len(v)}}
-                                         for k, v in references.items()])
-    assert module == pytest.approx(expected, abs=1e-12) and 0 < expected["f1"] < 100
-    hooks = resolve_metrics(["exact_match", "f1"], builtins=SQUAD_BUILTIN, num_labels=2)
-    preds = [{"id": "q", "prediction_text": "the answer"}]
-    assert compute_metrics(hooks, preds, [{"id": "q", "answers": {"text": ["Answer"], "answer_start": [0]}}]) == {
-        "exact_match": 100.0, "f1": 100.0}
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet="aAnTthe .,!-'x\t\n", max_size=20), st.lists(st.text(alphabet="aAnthe .,-bx", max_size=20),
-                                                                     min_size=1, max_size=3))
-def test_metric_parity_on_random_strings(prediction, references):
-    for fn, ref_fn in ((exact_match_score, official.exact_match_score), (f1_score, official.f1_score)):
-        assert official.metric_max_over_ground_truths(ref_fn, prediction, references) == max(
-            fn(prediction, r) for r in references)
 
 
 # --- loading and validation ------------------------------------------------------------------------------------
