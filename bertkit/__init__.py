@@ -9,6 +9,8 @@ Notebook use:
 >>> clf.predict(["a gripping, funny film"])
 >>> ner = bertkit.TokenClassification.from_pretrained("runs/conll2003")  # a run of `bertkit finetune conll2003`
 >>> ner.predict([["EU", "rejects", "German", "call"]])  # [{tokens, tags, entities}]
+>>> qa = bertkit.QuestionAnswering.from_pretrained("runs/squad")  # a run of `bertkit finetune squad`
+>>> qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
 ```
 """
 
@@ -17,8 +19,15 @@ __version__ = "0.1.0"
 from .config import FinetuneConfig, load_recipe  # noqa: E402
 from .errors import BertkitError, DataError  # noqa: E402
 from .metrics import compute_metrics, resolve_metrics  # noqa: E402
-from .tasks import Adapter, SequenceClassification, TokenClassification, adapter_for_checkpoint  # noqa: E402
+from .tasks import (  # noqa: E402
+    Adapter,
+    QuestionAnswering,
+    SequenceClassification,
+    TokenClassification,
+    adapter_for_checkpoint,
+)
 from .train import Trainer  # noqa: E402
 
-__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "SequenceClassification", "TokenClassification",
+__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "QuestionAnswering", "SequenceClassification",
+           "TokenClassification",
            "Trainer", "adapter_for_checkpoint", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]

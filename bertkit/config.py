@@ -40,7 +40,8 @@ class FinetuneConfig:
 
     # what to train
     task: str = _f("sst2", "Task name; also the data sub-folder under BERTKIT_DATA_DIR.")
-    adapter: str = _f("sequence-classification", "Task adapter: sequence-classification, token-classification.")
+    adapter: str = _f("sequence-classification", "Task adapter: sequence-classification, token-classification, "
+                                                 "question-answering.")
     model: str = _f("bert-base-uncased", "Base model: 'minilm-l6' (packaged), a local folder, or a hub id.")
     # data
     data_dir: str | None = _f(None, "Folder with the task's files (default: $BERTKIT_DATA_DIR/<task>).")
@@ -82,6 +83,14 @@ class FinetuneConfig:
                         choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
     eval_batch_size: int = _f(128, "Examples per evaluation batch.")
+    # extractive question answering (SQuAD); "doc_stride" elsewhere means either of two things, so no such name here
+    window_overlap: int = _f(128, "QA: word pieces shared by consecutive context windows of a long context (the "
+                                  "overlap, Hugging Face's tokenizer `stride`; not the step between window starts).")
+    max_question_length: int = _f(64, "QA: questions are cut to this many word pieces (BERT's max_query_length).")
+    max_answer_length: int = _f(30, "QA: longest answer span considered, in word pieces.")
+    n_best: int = _f(20, "QA: best start and end positions tried per window; answers kept per question.")
+    skip_bad_examples: bool = _f(False, "QA: skip (and count) questions whose answer_start does not index their "
+                                        "answer text, instead of stopping with an error.")
     # schedule of evaluation and checkpoints
     eval_every: str = _f("epoch", "Evaluate every 'epoch', or every N optimiser steps.")
     save_every: int | None = _f(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
@@ -172,9 +181,12 @@ def apply(cfg: FinetuneConfig, values: dict, source: str) -> FinetuneConfig:
 def _validate(cfg: FinetuneConfig, source: str) -> None:
     if cfg.eval_every != "epoch" and not (cfg.eval_every.isdigit() and int(cfg.eval_every) > 0):
         raise BertkitError(f"{source}: 'eval_every' must be 'epoch' or a positive number of steps")
-    for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size"):
+    for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "max_question_length",
+                 "max_answer_length", "n_best"):
         if getattr(cfg, name) <= 0:
             raise BertkitError(f"{source}: '{name}' must be positive")
+    if cfg.window_overlap < 0:
+        raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:
         raise BertkitError(f"{source}: main_metric '{cfg.main_metric}' is not in metrics {cfg.metrics}")
 

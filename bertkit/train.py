@@ -265,8 +265,9 @@ class Trainer:
                             "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
         if acc.is_main_process:
+            main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
-                self.adapter.write_predictions(out, name, preds)
+                self.adapter.write_predictions(out, name, preds, main=name == main_split)
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
             write_report(out)

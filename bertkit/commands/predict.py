@@ -1,5 +1,6 @@
 """`bertkit predict --model DIR --input FILE|-`: label new text; writes JSONL {text, label, score}.
-Token-classification (NER) checkpoints are handled by `predict_ner.py` (tags and entities per sentence)."""
+Token-classification (NER) checkpoints are handled by `predict_ner.py` (tags and entities per sentence);
+question-answering checkpoints by `predict_qa.py` (JSONL {question, context} in, answers out)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
-from . import predict_ner
+from . import predict_ner, predict_qa
 from .common import add_inference_flags, load_for_inference
 
 EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
   bertkit predict --model runs/sst2 --input ../shared/data/sst2/dev.tsv --output dev_predictions.jsonl --probs
-""" + predict_ner.EXAMPLE
+""" + predict_ner.EXAMPLE + predict_qa.EXAMPLE
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
@@ -58,12 +59,15 @@ def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tasks import TokenClassification, adapter_class_for_checkpoint
+    from ..tasks import QuestionAnswering, TokenClassification, adapter_class_for_checkpoint
     from ..utils import atomic_path
 
-    if issubclass(adapter_class_for_checkpoint(args.model)[0], TokenClassification):  # own inputs and outputs
+    adapter_cls = adapter_class_for_checkpoint(args.model)[0]
+    if issubclass(adapter_cls, TokenClassification):  # own inputs and outputs
         return predict_ner.run(args)
     predict_ner.reject_flags(args)
+    if issubclass(adapter_cls, QuestionAnswering):  # its own input and output
+        return predict_qa.run(args)
     inputs = read_inputs(args.input, args.format, args.text_column, args.text_pair_column)
     adapter, precision = load_for_inference(args)
     preds = adapter.predict(inputs["text"], inputs.get("text_pair"), batch_size=args.batch_size,
@@ -84,7 +88,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="label new text with a fine-tuned checkpoint", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_inference_flags(p)
-    p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line)")
+    p.add_argument("--input", required=True, help="input file, or - for standard input (one text per line; "
+                   "question answering: JSONL with question and context)")
     p.add_argument("--format", default="auto", choices=["auto", "text", "table", "conll"],
                    help="text = one text per line; table = TSV/CSV/JSONL/parquet; conll = one word per line, for "
                         "token classification (auto: by file extension; a file that begins with -DOCSTART- is conll)")

@@ -84,7 +84,8 @@ def _local_path(data_dir: Path | None, name: str) -> Path:
     return path if path.is_absolute() or data_dir is None else data_dir / path
 
 
-def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
+def load_hub_splits(cfg, splits: list[str] | None = None) -> list[datasets.Dataset]:
+    """The recipe's hub dataset, one Dataset per split name (default `cfg.hub_splits`); a clear error offline."""
     offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
     how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
            f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
@@ -94,10 +95,14 @@ def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
         raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
                                  "HF_DATASETS_OFFLINE is set.")
     try:
-        splits = [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
-                  for s in cfg.hub_splits]
+        return [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
+                for s in splits or cfg.hub_splits]
     except Exception as e:  # connection errors come in many types
         raise BertkitError(f"{how}; loading {cfg.hub_dataset} from the hub failed: {e}") from None
+
+
+def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
+    splits = load_hub_splits(cfg)
 
     def convert(ds: datasets.Dataset, n) -> datasets.Dataset:
         if n is not None:

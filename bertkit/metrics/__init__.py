@@ -2,7 +2,8 @@
 
 A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolve_metrics` accepts:
 - a built-in name (`accuracy`, `f1`, `mcc`), computed locally; an adapter whose metric names mean something else
-  passes its own table as `builtins` (NER: entity-level `precision`, `recall`, `f1`, `per_type`; see `NER_BUILTIN`);
+  passes its own table as `builtins` (NER: entity-level `precision`, `recall`, `f1`, `per_type`, see `NER_BUILTIN`;
+  SQuAD: `exact_match`, `f1`, `squad`, see `SQUAD_BUILTIN`);
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
 - any other name, passed to `evaluate.load` (needs the hub or a local metric script path);
 - a callable `(predictions, references) -> dict`.
@@ -25,8 +26,10 @@ import evaluate
 from ..errors import BertkitError
 from .classification import F1, Accuracy, MatthewsCorrelation
 from .ner import NER_BUILTIN
+from .squad import Squad, SquadExactMatch, SquadF1
 
 BUILTIN = {"accuracy": Accuracy, "f1": F1, "mcc": MatthewsCorrelation}
+SQUAD_BUILTIN = {"exact_match": SquadExactMatch, "f1": SquadF1, "squad": Squad}
 
 MetricHook = Callable[[list, list], dict]
 
@@ -36,7 +39,7 @@ def _from_module(module: evaluate.EvaluationModule, **kwargs) -> MetricHook:
 
 
 def resolve_metric(spec, builtins: dict | None = None, **kwargs) -> MetricHook:
-    """A hook for `spec`; `kwargs` (e.g. num_labels) go to a built-in whose `_compute` takes them."""
+    """A hook for `spec`. `kwargs` (e.g. num_labels) go to a built-in only if its `_compute` takes them."""
     builtins = BUILTIN if builtins is None else builtins
     if isinstance(spec, str) and spec in builtins:
         module = builtins[spec]()
@@ -67,5 +70,5 @@ def compute_metrics(hooks: list[MetricHook], predictions, references) -> dict[st
     return out
 
 
-__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "NER_BUILTIN", "resolve_metric", "resolve_metrics",
-           "compute_metrics"]
+__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "NER_BUILTIN", "Squad", "SquadExactMatch", "SquadF1",
+           "resolve_metric", "resolve_metrics", "compute_metrics"]

@@ -9,12 +9,15 @@ from ..errors import BertkitError
 from ..models import resolve_model
 from .base import Adapter
 from .classification import SequenceClassification
+from .question_answering import QuestionAnswering
 from .token_classification import TokenClassification
 
 ADAPTERS: dict[str, type[Adapter]] = {"sequence-classification": SequenceClassification,
-                                      "token-classification": TokenClassification}
+                                      "token-classification": TokenClassification,
+                                      "question-answering": QuestionAnswering}
 # checkpoint architecture suffix → adapter, for `evaluate` and `predict` on a saved run
-HEADS = {"ForSequenceClassification": SequenceClassification, "ForTokenClassification": TokenClassification}
+HEADS = {"ForSequenceClassification": SequenceClassification, "ForTokenClassification": TokenClassification,
+         "ForQuestionAnswering": QuestionAnswering}
 
 
 def get_adapter_class(name: str) -> type[Adapter]:
@@ -24,7 +27,7 @@ def get_adapter_class(name: str) -> type[Adapter]:
 
 
 def adapter_class_for_checkpoint(name: str) -> tuple[type[Adapter], str]:
-    """(adapter class, local path) of a fine-tuned checkpoint, from its config's architectures; loads no weights."""
+    """(adapter class, local path) of a fine-tuned checkpoint, from its config's architectures; loads nothing."""
     path, local = resolve_model(name)
     if not local:
         raise BertkitError(f"model folder not found: {name}")
@@ -42,5 +45,5 @@ def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
     return cls.from_pretrained(path, allow_pickle=allow_pickle)
 
 
-__all__ = ["ADAPTERS", "Adapter", "SequenceClassification", "TokenClassification", "adapter_class_for_checkpoint",
-           "adapter_for_checkpoint", "get_adapter_class"]
+__all__ = ["ADAPTERS", "Adapter", "QuestionAnswering", "SequenceClassification", "TokenClassification",
+           "adapter_class_for_checkpoint", "adapter_for_checkpoint", "get_adapter_class"]

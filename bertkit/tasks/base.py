@@ -4,7 +4,8 @@ An adapter owns a tokenizer, a Hugging Face model and the label names, and knows
 1. `encode` raw examples (a `datasets.Dataset`) into model features (with a `length` column),
 2. `collate` features into a padded batch,
 3. `score` model outputs against the raw examples (metrics + predictions),
-4. `save` itself as a plain Hugging Face folder that `AutoModelFor...` loads without bertkit.
+4. `save` itself as a plain Hugging Face folder that `AutoModelFor...` loads without bertkit,
+5. `write_predictions` of an evaluation split into the run folder (JSONL; a task may add its own formats).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ class Adapter:
     output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference
     sequence_outputs: tuple[str, ...] = ()  # those with a sequence axis (cut to each feature's length)
     label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
+    default_max_length: int = 128  # word pieces per input when none is given (e.g. loading a run for predict)
     metric_builtins: dict | None = None  # metric name → evaluate module class; None: the classification built-ins
 
-    def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int = 128):
-        self.model, self.tokenizer, self.max_length = model, tokenizer, max_length
+    def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.max_length = max_length or self.default_max_length
         self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
 
     @staticmethod
@@ -34,10 +37,10 @@ class Adapter:
         return [config.id2label[i] for i in range(len(config.id2label))]
 
     @classmethod
-    def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int = 128,
+    def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
                         allow_pickle: bool = False, **options):
         """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels.
-        `options` are the adapter's own settings (keyword arguments of its constructor)."""
+        `options` are the adapter's own constructor settings (see `options_from_config`)."""
         kwargs = {}
         if label_names:
             kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
@@ -46,10 +49,15 @@ class Adapter:
         return cls(model, load_tokenizer(name), label_names, max_length, **options)
 
     @classmethod
+    def options_from_config(cls, cfg) -> dict:
+        """Task-specific constructor settings taken from a run config (QA: window overlap, answer length...)."""
+        return {}
+
+    @classmethod
     def from_config(cls, cfg, label_names: list[str] | None = None):
-        """The adapter a run config asks for: `cfg.model` with a head for `label_names`; adapters with settings of
-        their own in the config override this to pass them."""
-        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length)
+        """The adapter a run config asks for: `cfg.model` with a head for `label_names` and the task's settings."""
+        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length,
+                                   **cls.options_from_config(cfg))
 
     # --- to implement per task -------------------------------------------------------------------
     @classmethod
@@ -76,16 +84,19 @@ class Adapter:
 
     # --- shared ------------------------------------------------------------------------------------
     def save(self, directory) -> Path:
-        """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically."""
+        """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically.
+        An adapter without label names (QA) leaves the config's id2label as it is: it sizes the head."""
         with atomic_path(directory, is_dir=True) as tmp:
-            self.model.config.id2label = dict(enumerate(self.label_names))
-            self.model.config.label2id = {n: i for i, n in enumerate(self.label_names)}
+            if self.label_names:
+                self.model.config.id2label = dict(enumerate(self.label_names))
+                self.model.config.label2id = {n: i for i, n in enumerate(self.label_names)}
             self.model.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
         return Path(directory)
 
-    def write_predictions(self, directory, split: str, predictions: list[dict]) -> None:
-        """Write one evaluation split's predictions into the run folder: `predictions_<split>.jsonl`, one JSON
-        object per example. Tasks with other useful formats (NER: a conlleval file) add them here."""
+    def write_predictions(self, directory, split: str, predictions: list[dict], main: bool = False) -> None:
+        """Write one evaluation split's predictions into the run folder: `predictions_<split>.jsonl`.
+        Tasks with their own formats (QA: `predictions.json` for the official script) add files here;
+        `main` marks the split that selects the best model."""
         with atomic_path(Path(directory) / f"predictions_{split}.jsonl") as p:
             p.write_text("".join(json.dumps(x) + "\n" for x in predictions))

@@ -82,9 +82,8 @@ class TokenClassification(Adapter):
         return super().from_pretrained(name, label_names, max_length, allow_pickle, **options)
 
     @classmethod
-    def from_config(cls, cfg, label_names=None):
-        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length,
-                                   label_all_pieces=cfg.label_all_pieces, window_overlap=cfg.ner_window_overlap)
+    def options_from_config(cls, cfg) -> dict:
+        return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap}
 
     @classmethod
     def load_data(cls, cfg):

@@ -1,0 +1,74 @@
+"""`bertkit predict` for a question-answering checkpoint: JSONL {question, context[, id]} in, JSONL
+{[id,] answer, score, start, end} out, with `start`/`end` character offsets into the context (end exclusive) and
+`score` the answer's probability among the n best spans.
+
+`predict.py` hands a run over here when the checkpoint's head is `*ForQuestionAnswering`.
+
+Example:
+```
+echo '{"id": "q1", "question": "Who won?", "context": "The Denver Broncos won Super Bowl 50."}' \\
+  | bertkit predict --model runs/squad --input -
+{"id": "q1", "answer": "Denver Broncos", "score": 0.91, "start": 4, "end": 18}
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..data.readers import _text
+from ..errors import DataError
+from .common import load_for_inference
+
+EXAMPLE = """  echo '{"question": "Who won?", "context": "The Broncos won."}' \\
+    | bertkit predict --model runs/squad --input -                # question answering: JSONL in, answers out
+"""
+
+
+def read_qa_inputs(source: str) -> list[dict]:
+    """Rows {question, context, id?} of a JSONL file (or standard input for `-`), validated line by line."""
+    name = "<stdin>" if source == "-" else source
+    text = sys.stdin.read() if source == "-" else _text(Path(source))
+    rows = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise DataError(f"not valid JSON: {e.msg} (column {e.colno}); expected one object "
+                            '{"question": ..., "context": ...} per line', file=name, line=line) from None
+        if not isinstance(row, dict):
+            raise DataError("each line must be a JSON object with question and context", file=name, line=line)
+        for field in ("question", "context"):
+            value = row.get(field)
+            if not isinstance(value, str) or not value.strip():
+                raise DataError("missing field" if value is None else "empty text" if isinstance(value, str) else
+                                f"must be text, got {value!r:.40}", file=name, line=line, field=field)
+        if "id" in row and not isinstance(row["id"], (str, int)):
+            raise DataError(f"id must be a string or a number, got {row['id']!r:.40}", file=name, line=line,
+                            field="id")
+        rows.append(row)
+    if not rows:
+        raise DataError("no input questions", file=name)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..utils import atomic_path
+
+    rows = read_qa_inputs(args.input)
+    adapter, precision = load_for_inference(args)
+    preds = adapter.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size=args.batch_size,
+                            precision=precision)
+    lines = "".join(json.dumps({**({"id": r["id"]} if "id" in r else {}), **p}) + "\n" for r, p in zip(rows, preds))
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(lines)
+        print(f"wrote {len(preds)} answers to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0

@@ -1,0 +1,193 @@
+"""SQuAD v1.1 data → `datasets.Dataset` of questions with columns `id`, `question`, `context`, `answers`.
+
+`answers` has the hub format `{"text": [...], "answer_start": [...]}` (character offsets into the context). Sources:
+the official JSON layout (`{"data": [{"paragraphs": [{"context", "qas": [{"id", "question", "answers"}]}]}]}`)
+under `data_dir`, or, without local data, the recipe's hub dataset (`rajpurkar/squad`, online only).
+
+Everything is validated before a run starts; an error names the file (or hub split) and the question id:
+malformed JSON, missing fields, an empty question or context, a duplicate id, and an `answer_start` that does not
+index its answer text. The last one alone can be skipped (`skip_bad_examples`, `--skip-bad-examples`): such
+questions are dropped and counted in a warning. Questions keep their text minus leading/trailing whitespace;
+contexts are kept byte for byte, since answer offsets point into them.
+
+Example:
+```python
+>>> questions, skipped = read_squad_file("data/squad/validation.json")
+>>> questions[0]["answers"]
+{'text': ['Denver Broncos', 'Denver Broncos', 'Denver Broncos'], 'answer_start': [177, 177, 177]}
+```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import datasets
+
+from ..errors import BertkitError, DataError
+from .classification import _local_path, load_hub_splits, resolve_data_dir
+from .readers import _text
+
+logger = logging.getLogger("bertkit")
+SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
+
+
+class AnswerMismatch(DataError):
+    """An `answer_start` that does not point at its answer text in the context (skippable)."""
+
+
+def _get(obj, key: str, kind: type, source, where: str):
+    if not isinstance(obj, dict):
+        raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=source, field=where)
+    if key not in obj:
+        raise DataError(f"missing field '{key}'", file=source, field=f"{where}.{key}")
+    if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
+        raise DataError(f"'{key}' must be a {kind.__name__}, got {obj[key]!r:.80}", file=source,
+                        field=f"{where}.{key}")
+    return obj[key]
+
+
+def check_question(qa, context: str, source, where: str) -> dict:
+    """One question as a row (`id`, `question`, `context`, `answers`); raises DataError naming its id."""
+    qid = _get(qa, "id", str, source, where)
+    if not qid.strip():
+        raise DataError("empty question id", file=source, field=f"{where}.id")
+    if not isinstance(context, str) or not context.strip():
+        raise DataError(f"question {qid}: empty context", file=source, field="context")
+    question = qa.get("question")
+    if question is None:
+        raise DataError(f"question {qid}: missing field 'question'", file=source, field="question")
+    if not isinstance(question, str) or not question.strip():
+        raise DataError(f"question {qid}: " + ("empty question" if isinstance(question, str) else
+                                               f"the question must be text, got {question!r:.80}"),
+                        file=source, field="question")
+    answers = qa.get("answers")
+    if not isinstance(answers, list) or not answers:
+        raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one)", file=source,
+                        field="answers")
+    texts, starts = [], []
+    for k, answer in enumerate(answers):
+        text, start = (answer.get("text"), answer.get("answer_start")) if isinstance(answer, dict) else (None, None)
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"question {qid}: answer {k} has no text", file=source, field=f"answers[{k}].text")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise DataError(f"question {qid}: answer {k} needs a character offset 'answer_start' (an integer "
+                            f"≥ 0), got {start!r}", file=source, field=f"answers[{k}].answer_start")
+        found = context[start:start + len(text)]
+        if found != text:
+            raise AnswerMismatch(f"question {qid}: answer_start {start} does not index the answer {text!r} (the "
+                                 f"context there reads {found!r}); {SKIP_HINT}", file=source,
+                                 field=f"answers[{k}].answer_start")
+        texts.append(text)
+        starts.append(start)
+    return {"id": qid, "question": question.strip(), "context": context,
+            "answers": {"text": texts, "answer_start": starts}}
+
+
+def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None) -> tuple[dict, int]:
+    """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions)."""
+    columns: dict[str, list] = {"id": [], "question": [], "context": [], "answers": []}
+    seen: dict[str, str] = {}
+    skipped = 0
+    for where, qa, context in records:
+        try:
+            row = check_question(qa, context, source, where)
+        except AnswerMismatch:
+            if not skip_bad:
+                raise
+            skipped += 1
+            continue
+        if row["id"] in seen:
+            raise DataError(f"question {row['id']}: duplicate id (first at {seen[row['id']]})", file=source,
+                            field="id")
+        seen[row["id"]] = where
+        for key, value in row.items():
+            columns[key].append(value)
+    if skipped:
+        logger.warning(f"{source}: skipped {skipped} question(s) whose answer_start does not index the answer text "
+                       f"(skip_bad_examples); {len(columns['id'])} kept")
+    if not columns["id"]:
+        raise DataError("no questions" + (" left after skipping bad ones" if skipped else ""), file=source)
+    if max_samples is not None:
+        columns = {k: v[:max_samples] for k, v in columns.items()}
+    return columns, skipped
+
+
+def _records(obj, path: Path):
+    """(where, qa, context) for every question of a parsed SQuAD JSON file, checking the outer structure."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+        raise DataError('not SQuAD JSON: expected an object with a "data" list of articles', file=path)
+    for a, article in enumerate(obj["data"]):
+        for p, paragraph in enumerate(_get(article, "paragraphs", list, path, f"data[{a}]")):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = _get(paragraph, "context", str, path, where)
+            for q, qa in enumerate(_get(paragraph, "qas", list, path, where)):
+                yield f"{where}.qas[{q}]", qa, context
+
+
+def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None) -> tuple[datasets.Dataset, int]:
+    """Read and validate a SQuAD v1.1 JSON file: (questions, number skipped). All questions are validated, then the
+    first `max_samples` are kept."""
+    path = Path(path)
+    try:
+        obj = json.loads(_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
+    columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples)
+    return datasets.Dataset.from_dict(columns), skipped
+
+
+def _hub_records(ds: datasets.Dataset):
+    for i, row in enumerate(ds):
+        answers = row.get("answers") or {}
+        qa = {"id": row.get("id"), "question": row.get("question"), "answers": [
+            {"text": t, "answer_start": s} for t, s in zip(answers.get("text", []), answers.get("answer_start", []))]}
+        yield f"row {i}", qa, row.get("context") or ""
+
+
+def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
+    out = []
+    for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits):
+        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub_dataset} ({name})", cfg.skip_bad_examples, n)
+        out.append(datasets.Dataset.from_dict(columns))
+    return out
+
+
+def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+    """Train questions, evaluation questions by name (file stem or hub split), and no label names."""
+    data_dir = resolve_data_dir(cfg)
+    if data_dir is None and not Path(cfg.train_file or "").is_absolute():
+        limits = [cfg.max_train_samples] + [cfg.max_eval_samples] * (len(cfg.hub_splits) - 1)
+        train, *evals = _from_hub(cfg, list(cfg.hub_splits), limits)
+        return train, dict(zip(cfg.hub_splits[1:], evals)), []
+    if not cfg.train_file:
+        raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
+    read = dict(skip_bad=cfg.skip_bad_examples)
+    train, _ = read_squad_file(_local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
+    evals = {}
+    for name in cfg.validation_files:
+        path = _local_path(data_dir, name)
+        evals[path.stem], _ = read_squad_file(path, max_samples=cfg.max_eval_samples, **read)
+    return train, evals, []
+
+
+def load_squad_split(cfg, split: str, file: str | None = None) -> datasets.Dataset:
+    """One labelled split: an explicit file, the recipe's validation file whose stem is `split`, its test file
+    ('test'), or (no local data) the hub split of that name."""
+    read = dict(skip_bad=cfg.skip_bad_examples, max_samples=cfg.max_eval_samples)
+    if file:
+        return read_squad_file(Path(file), **read)[0]
+    data_dir = resolve_data_dir(cfg)
+    names = {Path(f).stem: f for f in cfg.validation_files}
+    if cfg.test_file:
+        names.setdefault("test", cfg.test_file)
+    if data_dir is None:
+        if split not in cfg.hub_splits:
+            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+        return _from_hub(cfg, [split], [cfg.max_eval_samples])[0]
+    if split not in names:
+        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
+                           "or pass --file")
+    return read_squad_file(_local_path(data_dir, names[split]), **read)[0]

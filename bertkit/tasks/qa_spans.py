@@ -1,0 +1,94 @@
+"""Answer spans of extractive QA, as pure numpy functions over one window's tokens (no model, no tokenizer).
+
+A *window* is one model input `[CLS] question [SEP] context-piece [SEP]`; a long context gives several windows
+that overlap. Per window we know each token's character `offsets` into its text (`[tokens, 2]`, end exclusive)
+and the inclusive token range `context_start..context_end` of the context piece.
+
+- `label_window`: training target of a window: the tokens of the answer's first and last character, or the
+  [CLS] position for both when the window does not hold the whole answer;
+- `best_spans`: a window's best (start, end) token pairs: the `n_best` highest start and end logits among the
+  context tokens, then only pairs with end ≥ start and at most `max_answer_length` tokens, ranked by
+  start logit + end logit;
+- `rank_answers`: an example's answers over all its windows: spans mapped to characters of the original
+  context (so the text is cut from it, spacing and case intact), the same span from overlapping windows kept once
+  with its best logit, the `n_best` best, each with a probability (softmax over those kept).
+
+Example:
+```python
+>>> offsets = np.array([[0, 0], [0, 3], [0, 0], [0, 5], [6, 11], [0, 0]])  # [CLS] who [SEP] hello world [SEP]
+>>> start = np.array([9.0, 8, 0, 1, 3, 0]); end = np.array([9.0, 0, 0, 1, 4, 0])
+>>> rank_answers([Window(start, end, offsets, 3, 4)], "hello world", n_best=2)[0]["text"]
+'world'
+```
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Window(NamedTuple):
+    start_logits: np.ndarray  # [tokens]
+    end_logits: np.ndarray  # [tokens]
+    offsets: np.ndarray  # [tokens, 2] character (start, end) of each token in its own text
+    context_start: int  # first context token (inclusive)
+    context_end: int  # last context token (inclusive)
+
+
+def label_window(offsets: np.ndarray, context_start: int, context_end: int, start_char: int, end_char: int,
+                 cls_index: int = 0) -> tuple[int, int]:
+    """(start token, end token) of the answer characters `[start_char, end_char)` in this window, or
+    (cls_index, cls_index) when the window's context piece does not contain the whole answer."""
+    offsets = np.asarray(offsets)
+    if context_end < context_start:  # no context tokens at all
+        return cls_index, cls_index
+    starts = offsets[context_start:context_end + 1, 0]  # [context tokens], non-decreasing
+    ends = offsets[context_start:context_end + 1, 1]  # [context tokens], non-decreasing
+    if starts[0] > start_char or ends[-1] < end_char:
+        return cls_index, cls_index  # the answer begins before or ends after this piece of the context
+    start = context_start + int(np.searchsorted(starts, start_char, side="right")) - 1  # last token starting ≤ it
+    end = context_start + int(np.searchsorted(ends, end_char, side="left"))  # first token ending ≥ it
+    return start, end
+
+
+def best_spans(start_logits: np.ndarray, end_logits: np.ndarray, context_start: int, context_end: int,
+               n_best: int = 20, max_answer_length: int = 30) -> list[tuple[float, int, int]]:
+    """Up to `n_best` (start logit + end logit, start token, end token) of one window, best first."""
+    if context_end < context_start:
+        return []
+    context = np.arange(context_start, context_end + 1)  # [c] token indices of the context piece
+    top_start = context[np.argsort(-start_logits[context], kind="stable")[:n_best]]  # [k]
+    top_end = context[np.argsort(-end_logits[context], kind="stable")[:n_best]]  # [k]
+    scores = start_logits[top_start][:, None] + end_logits[top_end][None, :]  # [k_start, k_end]
+    length = top_end[None, :] - top_start[:, None] + 1  # [k_start, k_end] tokens in the span
+    si, ei = np.nonzero((length >= 1) & (length <= max_answer_length))  # [pairs] valid (end ≥ start, short)
+    order = np.argsort(-scores[si, ei], kind="stable")[:n_best]  # [≤ n_best] best pairs first
+    return [(float(scores[si[o], ei[o]]), int(top_start[si[o]]), int(top_end[ei[o]])) for o in order]
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answer_length: int = 30) -> list[dict]:
+    """The example's best answers over all its windows: [{text, score, logit, start, end}], best first.
+
+    `start`/`end` are character offsets into `context` (end exclusive: `context[start:end] == text`), `logit` is
+    start logit + end logit, and `score` the probability of the answer among those returned.
+    """
+    best: dict[tuple[int, int], float] = {}  # (start char, end char) → best logit over the windows
+    for w in windows:
+        for logit, s, e in best_spans(w.start_logits, w.end_logits, w.context_start, w.context_end, n_best,
+                                      max_answer_length):
+            span = (int(w.offsets[s][0]), int(w.offsets[e][1]))
+            if span not in best or logit > best[span]:
+                best[span] = logit
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:n_best]
+    if not ranked:
+        return []
+    probs = _softmax(np.array([logit for _, logit in ranked]))  # [answers]
+    return [{"text": context[a:b], "score": float(p), "logit": logit, "start": a, "end": b}
+            for ((a, b), logit), p in zip(ranked, probs)]

@@ -1,0 +1,237 @@
+"""SQuAD v1.1 question answering: the loader's validation (local JSON and the hub layout), and an end-to-end CLI
+run of the tiny model (finetune → predictions.json → official script → plain transformers → evaluate → predict).
+Spans: test_qa_spans.py; metrics: test_squad_metric.py."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.config import load_recipe
+from bertkit.data.squad import read_squad_file
+from bertkit.errors import DataError
+
+from . import squad_v1_official as official
+from .conftest import FILLER, SHARED_DATA
+
+COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
+QUESTIONS = ["which colour is mentioned ?", "what color appears in the text ?", "name the colour ."]
+
+
+# --- synthetic SQuAD files -----------------------------------------------------------------------------------
+def squad_json(rng: random.Random, n: int, prefix: str, references: int = 1) -> dict:
+    """Paragraphs of 10-70 filler words with one colour; the question asks for the colour (learnable by a tiny
+    model; the longer paragraphs need two windows at --max-length 64)."""
+    paragraphs = []
+    for i in range(n):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
+        at = rng.randrange(len(words) + 1)
+        colour = rng.choice(COLOURS)
+        context = " ".join(words[:at] + [colour.capitalize() if i % 3 == 0 else colour] + words[at:])
+        start = len(" ".join(words[:at])) + (1 if at else 0)
+        answers = [{"text": context[start:start + len(colour)], "answer_start": start}] * references
+        paragraphs.append({"context": context, "qas": [{"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS),
+                                                        "answers": answers}]})
+    return {"version": "1.1", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
+
+
+def write_squad(directory, n_train=240, n_dev=48, bad_train_ids=(), seed=0):
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    train = squad_json(rng, n_train, "t")
+    for p in train["data"][0]["paragraphs"]:
+        if p["qas"][0]["id"] in bad_train_ids:
+            p["qas"][0]["answers"][0]["answer_start"] += 1
+    (directory / "train.json").write_text(json.dumps(train))
+    (directory / "validation.json").write_text(json.dumps(squad_json(rng, n_dev, "v", references=2)))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def squad_dir(tmp_path_factory):
+    return write_squad(tmp_path_factory.mktemp("data") / "squad", bad_train_ids=("t0007",))
+
+
+SMALL = ["--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]
+
+
+@pytest.fixture(scope="module")
+def qa_run(tmp_path_factory, tiny_bert, squad_dir):
+    out = tmp_path_factory.mktemp("runs") / "squad"
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "squad", "--model", str(tiny_bert),
+                           "--data-dir", str(squad_dir), "--precision", "fp32", "--lr", "1e-2", "--batch-size", "16",
+                           "--epochs", "1", "--skip-bad-examples", "--output-dir", str(out), *SMALL],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stderr
+
+
+# --- loading and validation ------------------------------------------------------------------------------------
+def test_loader_reads_ids_questions_and_all_reference_answers(squad_dir):
+    questions, skipped = read_squad_file(squad_dir / "validation.json")
+    assert len(questions) == 48 and skipped == 0 and questions[0]["id"] == "v0000"
+    answers = questions[0]["answers"]
+    assert len(answers["text"]) == 2 and questions[0]["context"][answers["answer_start"][0]:].startswith(
+        answers["text"][0])
+
+
+def mutate(directory, edit, name="train.json"):
+    obj = json.loads((directory / name).read_text())
+    edit(obj["data"][0]["paragraphs"])
+    (directory / name).write_text(json.dumps(obj))
+
+
+def set_key(key, value, i=2):
+    def edit(paragraphs):
+        target = paragraphs[i] if key == "context" else paragraphs[i]["qas"][0]
+        target[key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda ps: ps[2]["qas"][0]["answers"][0].update(answer_start=3), "question t0002: answer_start 3 does not index"),
+    (set_key("question", "   "), "question t0002: empty question"),
+    (set_key("context", ""), "question t0002: empty context"),
+    (set_key("answers", []), "question t0002: no answers"),
+    (lambda ps: ps[2]["qas"][0].pop("question"), "question t0002: missing field 'question'"),
+    (lambda ps: ps[2]["qas"][0].pop("id"), "field \"data[0].paragraphs[2].qas[0].id\": missing field 'id'"),
+    (set_key("id", "t0001"), "question t0001: duplicate id"),
+])
+def test_bad_questions_are_clear_errors_naming_the_question(tmp_path, edit, message):
+    write_squad(tmp_path, n_train=5, n_dev=2)
+    mutate(tmp_path, edit)
+    with pytest.raises(DataError) as e:
+        read_squad_file(tmp_path / "train.json")
+    assert message in str(e.value) and str(tmp_path / "train.json") in str(e.value)
+
+
+def test_malformed_json_names_file_and_line(tmp_path):
+    (tmp_path / "train.json").write_text('{"version": "1.1",\n "data": [\n {"paragraphs": [}\n]}')
+    with pytest.raises(DataError, match=r"train.json, line 3: not valid JSON"):
+        read_squad_file(tmp_path / "train.json")
+    (tmp_path / "train.json").write_text('[{"context": "x"}]')
+    with pytest.raises(DataError, match='not SQuAD JSON: expected an object with a "data" list'):
+        read_squad_file(tmp_path / "train.json")
+
+
+def test_skip_bad_examples_counts_what_it_skips(tmp_path, caplog):
+    write_squad(tmp_path, n_train=10, n_dev=2, bad_train_ids=("t0003", "t0008"))
+    questions, skipped = read_squad_file(tmp_path / "train.json", skip_bad=True)
+    assert skipped == 2 and len(questions) == 8 and "t0003" not in questions["id"]
+    assert "skipped 2 question(s) whose answer_start does not index the answer text" in caplog.text
+
+
+def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_path, tiny_bert, capsys):
+    data = write_squad(tmp_path / "data", n_train=20, n_dev=4, bad_train_ids=("t0005",))
+    out = tmp_path / "run"
+    args = ["finetune", "squad", "--model", str(tiny_bert), "--data-dir", str(data), "--output-dir", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "train.json" in err and "question t0005: answer_start" in err and "--skip-bad-examples" in err
+    assert not out.exists()
+
+
+def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
+    import datasets
+
+    from bertkit.data.squad import load_squad_data, load_squad_split
+
+    def fake_load_dataset(name, config, split):  # the hub's rajpurkar/squad layout
+        assert (name, config) == ("rajpurkar/squad", None)
+        rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
+        return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
+                                            "context": p["context"], "question": p["qas"][0]["question"],
+                                            "answers": {"text": [a["text"] for a in p["qas"][0]["answers"]],
+                                                        "answer_start": [a["answer_start"] for a in
+                                                                         p["qas"][0]["answers"]]}} for p in rows])
+
+    data = write_squad(tmp_path / "hub", n_train=6, n_dev=1)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    cfg = load_recipe("squad", {"max_eval_samples": 4})
+    train, evals, names = load_squad_data(cfg)
+    assert len(train) == 6 and list(evals) == ["validation"] and len(evals["validation"]) == 4 and names == []
+    assert train[0]["id"] == "train-t0000" and train[0]["answers"]["text"] == [train[0]["context"][
+        train[0]["answers"]["answer_start"][0]:][:len(train[0]["answers"]["text"][0])]]
+    assert len(load_squad_split(cfg, "validation")) == 4
+    mutate(data, set_key("answers", [{"text": "zzz", "answer_start": 0}], i=1))
+    with pytest.raises(DataError, match=r"rajpurkar/squad \(train\), .*question train-t0001: answer_start 0"):
+        load_squad_data(cfg)
+
+
+def test_squad_recipe_defaults():
+    cfg = load_recipe("squad")
+    assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("question-answering", 3e-5, 32, 2,
+                                                                                   384)
+    assert (cfg.window_overlap, cfg.n_best, cfg.max_answer_length, cfg.max_question_length) == (128, 20, 30, 64)
+    assert cfg.metrics == ["exact_match", "f1"] and cfg.main_metric == "f1" and not cfg.skip_bad_examples
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
+def test_real_squad_files_parse_completely():
+    cfg = load_recipe("squad", {"data_dir": str(SHARED_DATA / "squad")})
+    from bertkit.data.squad import load_squad_data
+
+    train, evals, names = load_squad_data(cfg)
+    assert len(train) == 7147 and len(evals["validation"]) == 2233 and names == []
+    assert max(len(a["text"]) for a in evals["validation"]["answers"]) >= 3
+
+
+# --- end to end --------------------------------------------------------------------------------------------------
+def test_finetune_writes_official_predictions_and_learns(qa_run, squad_dir):
+    out, stderr = qa_run
+    assert "skipped 1 question(s)" in stderr
+    predictions = json.loads((out / "predictions.json").read_text())
+    dev = json.loads((squad_dir / "validation.json").read_text())["data"]
+    assert set(predictions) == {qa["id"] for p in dev[0]["paragraphs"] for qa in p["qas"]}
+    assert all(isinstance(v, str) for v in predictions.values())
+    metrics = json.loads((out / "metrics.json").read_text())["validation"]
+    assert metrics == pytest.approx(official.evaluate(dev, predictions), abs=1e-9)  # what the official script says
+    assert metrics["f1"] >= 60  # the tiny model finds the colour
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    first = nbest["v0000"]
+    assert first[0]["text"] == predictions["v0000"] and {"text", "score", "logit", "start", "end"} <= set(first[0])
+    lines = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()]
+    assert len(lines) == 48 and set(lines[0]) == {"id", "answer", "score", "start", "end"}
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_plain_transformers_loads_the_qa_run(qa_run):
+    out, _ = qa_run
+    code = ("import sys; from transformers import AutoModelForQuestionAnswering as M; "
+            f"m = M.from_pretrained({str(out)!r}); assert 'bertkit' not in sys.modules; "
+            "print(type(m).__name__, m.config.num_labels)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert res.split() == ["BertForQuestionAnswering", "2"]
+
+
+def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path, capsys):
+    out, _ = qa_run
+    assert main(["evaluate", "--model", str(out), "--task", "squad", "--split", "validation", "--data-dir",
+                 str(squad_dir), "--precision", "fp32"]) == 0
+    evaluated = json.loads((out / "eval_squad_validation.json").read_text())
+    assert evaluated["examples"] == 48 and 0 <= evaluated["exact_match"] <= evaluated["f1"] <= 100
+
+    dev = json.loads((squad_dir / "validation.json").read_text())["data"][0]["paragraphs"][:5]
+    rows = [{"id": p["qas"][0]["id"], "question": p["qas"][0]["question"], "context": p["context"]} for p in dev]
+    rows[1].pop("id")
+    src = tmp_path / "questions.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl")]) == 0
+    answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert set(answers[0]) == {"id", "answer", "score", "start", "end"} and "id" not in answers[1]
+    for row, a in zip(rows, answers):
+        assert row["context"][a["start"]:a["end"]] == a["answer"] and 0 < a["score"] <= 1
+
+
+def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
+    out, _ = qa_run
+    src = tmp_path / "q.jsonl"
+    src.write_text('{"question": "who?", "context": "Ann."}\n{"question": "what?"}\n')
+    assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
+    assert 'q.jsonl, line 2, field "context": missing field' in capsys.readouterr().err
