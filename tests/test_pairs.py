@@ -138,6 +138,6 @@ def test_real_pair_files_parse(capsys):
     sizes = {"mnli": (10000, 9815), "rte": (2490, 277), "mrpc": (3667, 408)}
     for task, (n_train, n_dev) in sizes.items():
         train, evals, _ = load_classification_data(load_recipe(task, {"data_dir": str(SHARED_DATA / task)}))
-        skipped = n_train - len(train)
-        assert len(next(iter(evals.values()))) == n_dev and 0 <= skipped < 300, task
-    assert "train_sample10k.jsonl: skipped" in capsys.readouterr().err
+        assert len(train) == n_train and len(next(iter(evals.values()))) == n_dev, task
+    # the public 10k MultiNLI sample happens to hold no '-' rows (checked with grep): nothing is skipped
+    assert "skipped" not in capsys.readouterr().err

@@ -139,7 +139,7 @@ def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
 
     from bertkit.data.squad import load_squad_data, load_squad_split
 
-    def fake_load_dataset(name, config, split):  # the hub's rajpurkar/squad layout
+    def fake_load_dataset(name, config, split, revision=None):  # the hub's rajpurkar/squad layout
         assert (name, config) == ("rajpurkar/squad", None)
         rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
         return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",

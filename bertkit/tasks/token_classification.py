@@ -134,7 +134,7 @@ class TokenClassification(Adapter):
         self.model.config.bertkit_max_length = self.max_length
         return super().save(directory)
 
-    def write_predictions(self, directory, split: str, predictions: list[dict]) -> None:
+    def write_predictions(self, directory, split: str, predictions: list[dict], main: bool = False) -> None:
         """`predictions_<split>.jsonl`, and `predictions_<split>.conll` (`token gold pred`, for conlleval)."""
         from ..data.conll import conll_lines
         from ..utils import atomic_path
