@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+import uuid
+
 import datasets
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
@@ -56,6 +58,7 @@ class SequenceClassification(Adapter):
             return enc
 
         return examples.map(tokenize, batched=True, remove_columns=examples.column_names,
+                            new_fingerprint=uuid.uuid4().hex,  # in memory: no cache, so skip hashing the model
                             desc="tokenize" if len(examples) > 10_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
