@@ -44,6 +44,8 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
             print(f"{path}: skipped {skipped} rows labelled {'/'.join(skip_labels)}", file=sys.stderr)
     if max_samples is not None:
         rows = rows[:max_samples]
+    if not rows:
+        raise DataError("no data rows (only a header or blank lines)", file=path)
     wanted = [c for c in (text_column, text_pair_column, label_column) if c]
     out = {"text": [], **({"text_pair": []} if text_pair_column else {}), **({"label": []} if label_column else {})}
     for line, row in rows:

@@ -1,0 +1,121 @@
+"""The bad-input corpus (tests/data/bad/): every malformed input, through the real CLI, must give one clear line
+naming what and where, exit code 2, no traceback, and no output left behind."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli import main
+
+DATA = Path(__file__).parent / "data"
+BAD, GOOD = DATA / "bad", DATA / "good"
+
+SST2 = ["finetune", "sst2", "--model", "{tiny}", "--data-dir", str(GOOD), "--validation-files", "dev.tsv",
+        "--output-dir", "{out}", "--train-file"]
+GENERIC = SST2[:-1] + ["--text-column", "text", "--label-column", "label", "--label-names", "", "--train-file"]
+MNLI = ["finetune", "mnli", "--model", "{tiny}", "--validation-files", str(GOOD / "dev_matched.tsv"),
+        "--output-dir", "{out}", "--train-file"]
+CONLL = ["finetune", "conll2003", "--model", "{tiny}", "--validation-files", str(GOOD / "valid.conll"),
+         "--test-file", str(GOOD / "valid.conll"), "--output-dir", "{out}", "--train-file"]
+SQUAD = ["finetune", "squad", "--model", "{tiny}", "--validation-files", str(GOOD / "validation.json"),
+         "--output-dir", "{out}", "--train-file"]
+EXTRACT = ["extract", "--model", "{tiny}", "--output", "{out}", "--layers", "last", "--input"]
+PREDICT = ["predict", "--model", "{clf}", "--output", "{out}", "--input"]
+RECIPE = ["finetune", "--model", "{tiny}", "--output-dir", "{out}"]
+
+CASES = [  # (file in tests/data/bad, command, expected message)
+    ("sst2_missing_column.tsv", SST2, "sst2_missing_column.tsv, line 3: expected 2 columns"),
+    ("sst2_extra_column.tsv", SST2, "sst2_extra_column.tsv, line 2: expected 2 columns"),
+    ("sst2_unknown_label.tsv", SST2, "line 3, field \"label\": unknown label '7'"),
+    ("sst2_empty_text.tsv", SST2, "line 3, field \"sentence\": empty text"),
+    ("sst2_empty.tsv", SST2, "sst2_empty.tsv: file is empty"),
+    ("sst2_header_only.tsv", SST2, "sst2_header_only.tsv: no data rows"),
+    ("sst2_latin1.tsv", SST2, "sst2_latin1.tsv, line 2: not UTF-8 text"),
+    ("sst2_wrong_header.tsv", SST2, "line 2, field \"sentence\": missing column"),
+    ("generic_missing_column.csv", GENERIC, "generic_missing_column.csv, line 3: expected 2 columns"),
+    ("generic_bad_json.jsonl", GENERIC, "generic_bad_json.jsonl, line 2: not valid JSON"),
+    ("generic_not_object.jsonl", GENERIC, "line 1: each line must be a JSON object"),
+    ("generic_number_text.jsonl", GENERIC, "line 1, field \"text\": text must be a string"),
+    ("generic_corrupt.parquet", GENERIC, "generic_corrupt.parquet: not a readable parquet file"),
+    ("generic_unknown_type.xml", GENERIC, "unknown file type '.xml'"),
+    ("mnli_missing_hypothesis.jsonl", MNLI, "line 1, field \"sentence2\": missing column"),
+    ("mnli_unknown_label.jsonl", MNLI, "line 1, field \"gold_label\": unknown label 'maybe'"),
+    ("conll_wrong_columns.txt", CONLL, "conll_wrong_columns.txt, line 2"),
+    ("conll_bad_scheme.txt", CONLL, "IOBES/BILOU tags are not supported"),
+    ("conll_empty.txt", CONLL, "conll_empty.txt"),
+    ("conll_only_docstart.txt", CONLL, "no sentences"),
+    ("conll_no_type.txt", CONLL, "an entity tag needs a type"),
+    ("squad_answer_mismatch.json", SQUAD, "q-mismatch"),
+    ("squad_missing_answers.json", SQUAD, "q-noanswers"),
+    ("squad_empty_question.json", SQUAD, "q-empty: empty question"),
+    ("squad_not_json.json", SQUAD, "squad_not_json.json, line 1: not valid JSON"),
+    ("squad_no_data.json", SQUAD, "not SQuAD JSON"),
+    ("squad_empty_context.json", SQUAD, "empty context"),
+    ("extract_blank_line.txt", EXTRACT, "extract_blank_line.txt, line 2: empty text"),
+    ("extract_missing_field.jsonl", EXTRACT, "line 1, field \"text\": missing text field"),
+    ("extract_empty.txt", EXTRACT, "extract_empty.txt: file is empty"),
+    ("predict_latin1.txt", PREDICT, "predict_latin1.txt: not UTF-8 text"),
+    ("recipe_unknown_key.yaml", RECIPE, "unknown key 'learning_rate'"),
+    ("recipe_wrong_type.yaml", RECIPE, "'batch_size' must be an integer"),
+    ("recipe_not_mapping.yaml", RECIPE, "must be a mapping"),
+    ("recipe_bad_yaml.yaml", RECIPE, "not valid YAML"),
+    ("recipe_bad_choice.yaml", RECIPE, "'precision' must be one of"),
+]
+OTHER = [  # inputs that are not files of the corpus
+    (EXTRACT[:-3] + ["--layers", "1-9", "--input", str(GOOD / "sentences.txt")], "layer 9 does not exist"),
+    (["finetune", "sst2", "--model", "./no/such/model", "--output-dir", "{out}"], "model folder not found"),
+    (SST2 + [str(GOOD / "missing.tsv")], "missing.tsv: file not found"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
+]
+
+
+@pytest.fixture(scope="module")
+def clf(tiny_bert, tmp_path_factory):
+    """An (untrained) fine-tuned-style classification checkpoint for the predict cases."""
+    from bertkit import SequenceClassification
+
+    return SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"]).save(
+        tmp_path_factory.mktemp("clf") / "run")
+
+
+def check(args, expected, tiny_bert, clf, tmp_path, capsys):
+    out = tmp_path / "out"
+    fill = {"tiny": str(tiny_bert), "clf": str(clf), "out": str(out)}
+    assert main([a.format(**fill) for a in args]) == 2  # any non-bertkit exception would fail the test
+    err = capsys.readouterr().err
+    assert expected in err, err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("name, args, expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_file(name, args, expected, tiny_bert, clf, tmp_path, capsys):
+    assert (BAD / name).is_file()
+    if args is RECIPE:
+        args = args[:1] + [str(BAD / name)] + args[1:]
+    else:
+        args = args + [str(BAD / name)]
+    check(args, expected, tiny_bert, clf, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("args, expected", OTHER, ids=[o[1] for o in OTHER])
+def test_bad_argument(args, expected, tiny_bert, clf, tmp_path, capsys):
+    check(args, expected, tiny_bert, clf, tmp_path, capsys)
+
+
+def test_corpus_has_at_least_30_files_and_all_are_used():
+    files = {p.name for p in BAD.iterdir()}
+    assert len(files) >= 30 and files == {c[0] for c in CASES}
+
+
+def test_a_10_mb_single_line_is_refused_clearly_without_traceback(tiny_bert, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text("ok\n" + "word " * 2_000_000 + "\n")  # 10 MB on one line
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *[a.format(tiny=tiny_bert, out=out) for a in EXTRACT],
+                           str(big), "--input-format", "pretokenized"], capture_output=True, text=True,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=600)
+    assert proc.returncode == 2 and "big.txt, line 2: 2000002 word pieces" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

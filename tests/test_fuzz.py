@@ -1,0 +1,87 @@
+"""Property-based fuzzing of every parser: any input either parses or raises bertkit's own error."""
+
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bertkit.config import FinetuneConfig, apply
+from bertkit.data import read_classification_file, read_rows
+from bertkit.data.conll import read_conll_file
+from bertkit.data.squad import read_squad_file
+from bertkit.errors import BertkitError
+from bertkit.extract import parse_layers
+from bertkit.extract.inputs import read_sentences
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# text made of the characters that matter to these formats, plus anything else
+TEXTISH = st.text(alphabet=st.sampled_from(list("\t ,\n\r\"'{}[]:-_ABIO0123456789abc\ufeffé\x00")) | st.characters(),
+                  max_size=300)
+BYTES = st.binary(max_size=300)
+
+
+def parse(suffix: str, content, fn):
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"f{suffix}"
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+        try:
+            return fn(path)
+        except BertkitError:
+            return None
+
+
+@FUZZ
+@given(content=TEXTISH | BYTES, suffix=st.sampled_from([".tsv", ".csv", ".jsonl", ".parquet"]))
+def test_table_readers(content, suffix):
+    parse(suffix, content, read_rows)
+    parse(suffix, content, lambda p: read_classification_file(p, "sentence", "label", ["neg", "pos"]))
+
+
+@FUZZ
+@given(content=TEXTISH | BYTES, tag_column=st.integers(-3, 3))
+def test_conll_reader(content, tag_column):
+    parse(".txt", content, lambda p: read_conll_file(p, tag_column=tag_column))
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                       lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+                           st.sampled_from(["data", "paragraphs", "qas", "context", "question", "id", "answers",
+                                            "text", "answer_start", "title"]), kids, max_size=5), max_leaves=30)
+
+
+@FUZZ
+@given(doc=JSONISH, raw=TEXTISH, skip=st.booleans())
+def test_squad_reader(doc, raw, skip):
+    parse(".json", json.dumps(doc), lambda p: read_squad_file(p, skip_bad=skip))
+    parse(".json", raw, lambda p: read_squad_file(p, skip_bad=skip))
+
+
+@FUZZ
+@given(content=TEXTISH | BYTES, fmt=st.sampled_from(["auto", "text", "pretokenized", "conll", "jsonl"]))
+def test_extract_input_reader(content, fmt):
+    parse(".txt", content, lambda p: list(read_sentences(p, fmt)))
+
+
+@FUZZ
+@given(spec=st.text(alphabet=st.sampled_from(list("0123456789-,last4embdingsco ")), max_size=12),
+       layers=st.integers(1, 24))
+def test_layer_specs(spec, layers):
+    try:
+        chosen = parse_layers(spec, layers)
+    except BertkitError:
+        return
+    assert chosen and all(0 <= i <= layers for i in chosen)
+
+
+@FUZZ
+@given(values=st.dictionaries(st.sampled_from(["lr", "batch_size", "epochs", "seeds", "eval_every", "precision",
+                                               "metrics", "resume", "max_steps", "nope"]),
+                              st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+                              | st.lists(st.integers() | st.text(max_size=4), max_size=3), max_size=4))
+def test_recipe_values(values):
+    try:
+        apply(FinetuneConfig(), values, "fuzz")
+    except BertkitError:
+        pass
