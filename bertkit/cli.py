@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import evaluate, extract, finetune, predict
+from .commands import evaluate, extract, finetune, predict, probe, recipes
 from .errors import EXIT_USER_ERROR, BertkitError
 
-COMMANDS = [finetune, evaluate, predict, extract]
+COMMANDS = [finetune, evaluate, predict, extract, probe, recipes]
 
 
 def build_parser() -> argparse.ArgumentParser:

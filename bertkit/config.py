@@ -101,6 +101,8 @@ class FinetuneConfig:
     # where to write
     output_dir: str | None = _f(None, "Run folder (default: runs/<task>-<model>-<time>).")
     resume: bool = _f(False, "Resume from the latest good checkpoint in output_dir.")
+    report_to: list[str] = _f([], "Experiment trackers through accelerate, e.g. tensorboard (written under "
+                                  "<output_dir>/trackers; offline), wandb, mlflow: whichever are installed.")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

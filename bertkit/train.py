@@ -77,7 +77,8 @@ class Trainer:
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
         self.accelerator = accelerator or Accelerator(
-            mixed_precision={"fp32": "no"}.get(self.precision, self.precision))
+            mixed_precision={"fp32": "no"}.get(self.precision, self.precision),
+            log_with=config.report_to or None, project_dir=str(self.output_dir / "trackers"))
         check_launch(self.accelerator)
 
     def log(self, msg: str) -> None:
@@ -142,6 +143,11 @@ class Trainer:
         eval_every = steps_per_epoch if cfg.eval_every == "epoch" else int(cfg.eval_every)
         self.ckpt_dir = self.output_dir / "checkpoints"
         state = self._start(total_steps)
+        if cfg.report_to:
+            try:
+                acc.init_trackers(self.output_dir.name, config={k: str(v) for k, v in cfg.to_dict().items()})
+            except Exception as e:  # a tracker that is not installed or not configured
+                raise BertkitError(f"--report-to {','.join(cfg.report_to)}: {e}") from None
         self.log(f"training: {len(features)} examples, {total_steps} steps ({steps_per_epoch}/epoch), "
                  f"batch {cfg.batch_size}×{cfg.grad_accum}×{world}, precision {self.precision}")
 
@@ -215,6 +221,9 @@ class Trainer:
             append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss,
                                                                "lr": self.scheduler.get_last_lr()[0],
                                                                "examples_per_s": rate})
+        if self.cfg.report_to:
+            self.accelerator.log({"train/loss": mean_loss, "train/lr": self.scheduler.get_last_lr()[0],
+                                  "train/examples_per_s": rate}, step=step)
         loss_sum.zero_()
         self._since_log = (0, now)
 
@@ -232,12 +241,14 @@ class Trainer:
                 self.adapter.save(self.ckpt_dir / "best")
         else:
             state["bad_evals"] += 1
+        flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
         if acc.is_main_process:
-            flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
             append_jsonl(self.output_dir / "eval_metrics.jsonl", {
                 "step": state["global_step"], "epoch": round(state["global_step"] / steps_per_epoch, 3), **flat})
-            self.log(f"step {state['global_step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in flat.items())
-                     + (" (best)" if improved else ""))
+        if cfg.report_to:
+            acc.log(flat, step=state["global_step"])
+        self.log(f"step {state['global_step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in flat.items())
+                 + (" (best)" if improved else ""))
         stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
         if stop:
             self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")
@@ -271,6 +282,8 @@ class Trainer:
             _save_into(self.adapter, out)
             write_json(out / "metrics.json", result)
             write_report(out)
+        if self.cfg.report_to:
+            acc.end_training()
         acc.wait_for_everyone()
         return result
 

@@ -59,7 +59,7 @@ def test_word_rows_align_with_words_and_multi_piece_words(tiny_bert):
 
 @pytest.mark.parametrize("spec, expected", [("embeddings", [0]), ("last", [2]), ("second-to-last", [1]),
                                             ("all", [1, 2]), ("-1,-2", [2, 1]), ("1-2", [1, 2]), ("0", [0]),
-                                            ("-3", [0])])
+                                            ("embeddings,all", [0, 1, 2]), ("-3", [0])])
 def test_layer_specs(spec, expected):
     assert parse_layers(spec, 2) == expected
     assert parse_layers("last4", 6) == [3, 4, 5, 6] and parse_layers("-4--1", 6) == [3, 4, 5, 6]

@@ -16,7 +16,7 @@ POOL = ("first", "last", "mean", "cls", "sentence-mean", "none")
 
 
 def parse_layers(spec: str, num_layers: int) -> list[int]:
-    """`last4` → [L-3, L-2, L-1, L]; `-1,-2` → [L, L-1]; `1-6` → [1..6]; `embeddings` → [0].
+    """`last4` → [L-3, L-2, L-1, L]; `-1,-2` → [L, L-1]; `1-6` → [1..6]; `embeddings,all` → [0..L].
 
     Example:
     ```python
@@ -26,18 +26,18 @@ def parse_layers(spec: str, num_layers: int) -> list[int]:
     """
     named = {"embeddings": [0], "last": [num_layers], "second-to-last": [num_layers - 1],
              "last4": list(range(num_layers - 3, num_layers + 1)), "all": list(range(1, num_layers + 1))}
-    if spec in named:
-        if spec == "last4" and num_layers < 4:
-            raise BertkitError(f"--layers last4: the model has only {num_layers} layers")
-        return named[spec]
     out = []
     for part in spec.split(","):
         part = part.strip()
+        if part in named:  # names combine with commas too: "embeddings,all" = every hidden state
+            if part == "last4" and num_layers < 4:
+                raise BertkitError(f"--layers last4: the model has only {num_layers} layers")
+            out.extend(named[part])
+            continue
         try:
             if "-" in part[1:]:  # a range a-b (a may be negative: -4--1)
                 cut = part.index("-", 1)
-                a, b = int(part[:cut]), int(part[cut + 1:])
-                a, b = _index(a, num_layers, spec), _index(b, num_layers, spec)
+                a, b = _index(int(part[:cut]), num_layers, spec), _index(int(part[cut + 1:]), num_layers, spec)
                 out.extend(range(a, b + 1) if a <= b else range(a, b - 1, -1))
             else:
                 out.append(_index(int(part), num_layers, spec))

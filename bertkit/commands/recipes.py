@@ -1,0 +1,44 @@
+"""`bertkit recipes [show NAME]`: list the recipes with one line each, or print one."""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLE = """example:
+  bertkit recipes                 # one line per recipe
+  bertkit recipes show conll2003  # the full YAML, with its comments
+"""
+
+
+def summary(path) -> str:
+    """The recipe's first comment line, without the leading '# '."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import load_recipe, recipe_names, recipe_path
+
+    if args.action == "show":
+        if not args.name:
+            from ..errors import BertkitError
+
+            raise BertkitError("which recipe? e.g. bertkit recipes show sst2")
+        path = recipe_path(args.name)
+        load_recipe(args.name)  # a recipe that does not load is reported, not printed
+        print(path.read_text(), end="")
+        return 0
+    for name in recipe_names():
+        cfg = load_recipe(name)
+        print(f"{name:<10} {cfg.adapter:<24} {summary(recipe_path(name))}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("recipes", help="list the recipes, or show one", epilog=EXAMPLE,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", default="list", choices=["list", "show"])
+    p.add_argument("name", nargs="?", help="recipe to show")
+    p.set_defaults(func=run)
