@@ -29,6 +29,8 @@ RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 
 
 def _f(default, help: str, **kw):
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata={"help": help, **kw})
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata={"help": help, **kw})
     return field(default=default, metadata={"help": help, **kw})
@@ -43,6 +45,10 @@ class FinetuneConfig:
     adapter: str = _f("sequence-classification", "Task adapter: sequence-classification, token-classification, "
                                                  "question-answering.")
     model: str = _f("bert-base-uncased", "Base model: 'minilm-l6' (packaged), a local folder, or a hub id.")
+    model_overrides: dict[str, dict] = _f({}, "Fields tuned for a particular --model (e.g. minilm-l6: {lr: 1e-4}); "
+                                               "applied when that model is used, below command-line flags.")
+    allow_pickle: bool = _f(False, "Also load pickle (.bin) weights of the base model; only for files you trust "
+                                   "(safetensors are always preferred and otherwise required).")
     # data
     data_dir: str | None = _f(None, "Folder with the task's files (default: $BERTKIT_DATA_DIR/<task>).")
     train_file: str | None = _f("train.tsv", "Training file, relative to data_dir or absolute.")
@@ -124,6 +130,10 @@ def _check_type(name: str, value, tp):
             except BertkitError as e:
                 errors.append(str(e))
         raise BertkitError(errors[0])
+    if origin is dict:  # model_overrides: {model name: {field: value}}; the inner values are checked on use
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise BertkitError(f"'{name}' must map model names to mappings of fields, got {value!r}")
+        return value
     if origin is list:
         (item,) = typing.get_args(tp)
         if isinstance(value, str):  # CLI form: a,b,c (numbers as text)
@@ -221,7 +231,12 @@ def load_recipe(name: str, overrides: dict | None = None) -> FinetuneConfig:
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: a recipe must be a mapping of key: value")
     cfg = apply(FinetuneConfig(), values, str(path))
-    return apply(cfg, overrides or {}, "command line")
+    overrides = overrides or {}
+    for model, fields in cfg.model_overrides.items():  # check every entry, not only the one used
+        apply(FinetuneConfig(), fields, f"{path}: model_overrides.{model}")
+    tuned = cfg.model_overrides.get(overrides.get("model", cfg.model), {})
+    cfg = apply(cfg, {k: v for k, v in tuned.items() if k not in overrides}, f"{path}: model_overrides")
+    return apply(cfg, overrides, "command line")
 
 
 def to_yaml(cfg: FinetuneConfig) -> str:

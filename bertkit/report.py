@@ -166,5 +166,31 @@ def write_model_card(run: Path, cfg: dict, metrics: dict, env: dict) -> Path:
     return run / "README.md"
 
 
+def write_seed_report(out, summary: dict) -> Path:
+    """`report.md` + `report_seeds.png` for a multi-seed run: every seed's value and the mean ± std per metric."""
+    out, plt = Path(out), _plt()
+    names = list(summary["metrics"])
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2.5, 3.6))
+    for x, name in enumerate(names):
+        m = summary["metrics"][name]
+        ax.scatter([x] * len(m["values"]), m["values"], color="tab:blue", zorder=3,
+                   label="one seed" if x == 0 else None)
+        ax.errorbar(x + 0.15, m["mean"], yerr=m["std"], fmt="s", color="tab:red", capsize=4,
+                    label="mean ± std" if x == 0 else None)
+    ax.set(xticks=range(len(names)), xticklabels=names, ylabel="value",
+           title=f"{summary['task']}: spread over seeds {', '.join(map(str, summary['seeds']))}")
+    ax.legend()
+    image = _save(fig, out / "report_seeds.png")
+    lines = [f"# {summary['task']}: {len(summary['seeds'])} seeds", "", "| metric | mean | std | per seed |",
+             "|---|---|---|---|"]
+    lines += [f"| {n} | {m['mean']:.4f} | {m['std']:.4f} | {', '.join(f'{v:.4f}' for v in m['values'])} |"
+              for n, m in summary["metrics"].items()]
+    lines += ["", f"Per-seed runs: {', '.join(f'[seed-{s}](seed-{s}/report.md)' for s in summary['seeds'])}", "",
+              f"![{image}]({image})"]
+    with atomic_path(out / "report.md") as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+    return out / "report.md"
+
+
 if __name__ == "__main__":
     print(write_report(sys.argv[1]))

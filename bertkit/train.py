@@ -15,6 +15,7 @@ import math
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import datasets
@@ -164,7 +165,7 @@ class Trainer:
             for i, idx in enumerate(micro):
                 is_step = (i + 1) % cfg.grad_accum == 0 or i == len(micro) - 1
                 batch = {k: v.to(acc.device) for k, v in self.adapter.collate([features[j] for j in idx]).items()}
-                with acc.no_sync(self.model) if not is_step else _null():
+                with acc.no_sync(self.model) if not is_step else nullcontext():
                     loss = self.model(**batch).loss
                     acc.backward(loss / cfg.grad_accum)
                 loss_sum += loss.detach()
@@ -302,11 +303,3 @@ def _truncate_log(path: Path, step: int) -> None:
     keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     with atomic_path(path) as p:
         p.write_text("".join(line + "\n" for line in keep))
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

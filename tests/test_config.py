@@ -46,3 +46,15 @@ def test_mistyped_recipe_name_suggests_the_nearest(capsys):
     assert main(["finetune", "sst3"]) == 2
     err = capsys.readouterr().err
     assert "unknown recipe 'sst3'" in err and "did you mean 'sst2'" in err and "Traceback" not in err
+
+
+def test_model_overrides_apply_to_their_model_only_and_flags_still_win(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("task: sst2\nlr: 2.0e-5\nmodel_overrides:\n  minilm-l6: {lr: 1.0e-4, epochs: 2}\n")
+    assert load_recipe(str(path)).lr == 2e-5
+    tuned = load_recipe(str(path), {"model": "minilm-l6"})
+    assert (tuned.lr, tuned.epochs) == (1e-4, 2)
+    assert load_recipe(str(path), {"model": "minilm-l6", "lr": 3e-5}).lr == 3e-5
+    path.write_text("task: sst2\nmodel_overrides:\n  minilm-l6: {learning_rate: 1.0e-4}\n")
+    with pytest.raises(BertkitError, match="model_overrides.minilm-l6: unknown key 'learning_rate'"):
+        load_recipe(str(path))

@@ -125,6 +125,7 @@ def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     assert m["mean"] == pytest.approx(np.mean(per_seed)) and m["std"] == pytest.approx(np.std(per_seed, ddof=1))
     assert max(per_seed) >= 0.75  # at least one seed learns the task (tiny sets vary by seed, as RTE does)
     assert "dev/accuracy" in capsys.readouterr().out
+    assert (out / "report_seeds.png").is_file() and "| dev/accuracy |" in (out / "report.md").read_text()
     # pair prediction from JSONL {premise, hypothesis}
     inp = tmp_path / "pairs.jsonl"
     inp.write_text(json.dumps({"premise": "the film is", "hypothesis": "a great plot"}) + "\n")

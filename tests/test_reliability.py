@@ -132,3 +132,22 @@ def test_accelerate_launch_cpu_single_process_is_detected(tiny_bert, data, tmp_p
                            *finetune_args(tiny_bert, data, tmp_path / "x")], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode != 0 and "starts ONE process" in proc.stderr
+
+
+def test_pickle_weights_need_an_explicit_opt_in(tiny_bert, data, tmp_path, capsys):
+    import torch
+    from transformers import AutoModel
+
+    from bertkit.cli import main
+
+    pickled = tmp_path / "pickled"  # the tiny base model with its weights as a pickle instead of safetensors
+    pickled.mkdir()
+    for f in tiny_bert.iterdir():
+        if f.name != "model.safetensors":
+            (pickled / f.name).write_bytes(f.read_bytes())
+    torch.save(AutoModel.from_pretrained(tiny_bert).state_dict(), pickled / "pytorch_model.bin")
+    args = ["finetune", "sst2", "--model", str(pickled), "--data-dir", str(data), "--max-steps", "2", "--precision",
+            "fp32", "--output-dir"]
+    assert main([*args, str(tmp_path / "refused")]) == 2
+    assert "--allow-pickle" in capsys.readouterr().err and not (tmp_path / "refused").exists()
+    assert main([*args, str(tmp_path / "allowed"), "--allow-pickle"]) == 0

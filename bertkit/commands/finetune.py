@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import FinetuneConfig, load_recipe, recipe_names
 from ..distributed import is_main_process
 from ..errors import BertkitError
+from ..report import write_seed_report
 from ..utils import write_json
 
 EXAMPLE = """example:
@@ -31,6 +32,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help)
             continue
         tp = hints[f.name]
+        if typing.get_origin(tp) is dict:  # recipe-only (model_overrides)
+            continue
         conv = {int: int, float: float}.get(tp) or {int | None: int, float | None: float}.get(tp, str)
         if typing.get_origin(tp) is list:
             help += " (comma-separated)"
@@ -86,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(results)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     write_json(out / "summary.json", summary)
+    write_seed_report(out, summary)
     print(format_summary(summary))
     print(f"wall time {summary['wall_seconds']:.0f} s; run folders: {out}/seed-*; summary: {out / 'summary.json'}")
     return 0

@@ -57,7 +57,7 @@ class Adapter:
     def from_config(cls, cfg, label_names: list[str] | None = None):
         """The adapter a run config asks for: `cfg.model` with a head for `label_names` and the task's settings."""
         return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length,
-                                   **cls.options_from_config(cfg))
+                                   allow_pickle=cfg.allow_pickle, **cls.options_from_config(cfg))
 
     # --- to implement per task -------------------------------------------------------------------
     @classmethod
