@@ -142,7 +142,7 @@ class Trainer:
         steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
         total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
         eval_every = steps_per_epoch if cfg.eval_every == "epoch" else int(cfg.eval_every)
-        self.ckpt_dir = self.output_dir / "checkpoints"
+        self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
         state = self._start(total_steps)
         if cfg.report_to:
             try:
@@ -232,7 +232,8 @@ class Trainer:
         """Evaluate, log, keep the best model; return True when early stopping says stop."""
         acc, cfg = self.accelerator, self.cfg
         fault_point("eval", state["global_step"])
-        metrics, _ = self.evaluate(eval_sets)
+        metrics, predictions = self.evaluate(eval_sets)
+        self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
         value = metrics[next(iter(eval_sets))][cfg.main_metric]
         improved = state["best_metric"] is None or value > state["best_metric"]
         if improved:
@@ -258,17 +259,23 @@ class Trainer:
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
-        best = self.ckpt_dir / "best"
         model = acc.unwrap_model(self.model)
-        if best.is_dir():
+        last = self._last_eval
+        if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
+            metrics, predictions = dict(last[1]), dict(last[2])
+        else:
             from safetensors.torch import load_file
 
-            model.load_state_dict(load_file(str(best / "model.safetensors")))
+            model.load_state_dict(load_file(str(self.ckpt_dir / "best" / "model.safetensors")))
+            metrics, predictions = self.evaluate(eval_sets)
         self.adapter.model = model
         if test is not None:
             test = _as_dataset(test, self.adapter.label_names)
-            eval_sets = {**eval_sets, "test": (test, self.adapter.encode(test))}
-        metrics, predictions = self.evaluate(eval_sets)
+            test_set = {"test": (test, self.adapter.encode(test))}
+            test_metrics, test_predictions = self.evaluate(test_set)
+            metrics.update(test_metrics)
+            predictions.update(test_predictions)
+            eval_sets = {**eval_sets, **test_set}
         seconds = state["train_seconds"]
         result = {"task": self.cfg.task, "main_metric": self.cfg.main_metric, "best_step": state["best_step"],
                   **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
