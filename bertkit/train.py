@@ -10,7 +10,6 @@ metrics and weights as an uninterrupted one. Only the main process writes files.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -33,7 +32,8 @@ from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
 from .report import write_report
-from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, write_json
+from .trackers import check_trackers
+from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device)
 
@@ -77,6 +77,7 @@ class Trainer:
             config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
+        check_trackers(config.report_to)
         self.accelerator = accelerator or Accelerator(
             mixed_precision={"fp32": "no"}.get(self.precision, self.precision),
             log_with=config.report_to or None, project_dir=str(self.output_dir / "trackers"))
@@ -119,7 +120,7 @@ class Trainer:
         if acc.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
             for name in ("eval_metrics.jsonl", "train_log.jsonl"):  # drop lines written after the checkpoint
-                _truncate_log(out / name, state["global_step"])
+                truncate_jsonl(out / name, state["global_step"])
             with atomic_path(out / "config.yaml") as p:
                 p.write_text(to_yaml(cfg))
             write_json(out / "versions.json", {**package_versions(), "precision": self.precision,
@@ -302,11 +303,3 @@ def _save_into(adapter, out: Path) -> None:
     for f in tmp.iterdir():
         f.replace(out / f.name)
     shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    if not path.is_file():
-        return
-    keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-    with atomic_path(path) as p:
-        p.write_text("".join(line + "\n" for line in keep))

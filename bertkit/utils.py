@@ -111,3 +111,12 @@ def fault_point(name: str, step: int) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def truncate_jsonl(path: Path, step: int) -> None:
+    """Drop the lines of a step-indexed JSONL log written after `step` (they are replayed after a resume)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+    with atomic_path(path) as p:
+        p.write_text("".join(line + "\n" for line in keep))

@@ -137,7 +137,38 @@ def test_minilm_alias_resolves_to_the_packaged_checkpoint():
 
 
 def test_help_has_examples():
-    for command in ("finetune", "evaluate", "predict"):
+    for command in ("finetune", "evaluate", "predict", "extract", "probe", "recipes"):
         proc = subprocess.run([sys.executable, "-m", "bertkit.cli", command, "--help"], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 0 and "example:" in proc.stdout
+
+
+def test_report_to_tensorboard_writes_event_files_offline(tiny_bert, sst2_dir, tmp_path):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+                 "--max-steps", "4", "--eval-every", "2", "--report-to", "tensorboard", "--output-dir", str(out)]) == 0
+    assert list((out / "trackers").rglob("events.out.tfevents.*"))
+
+
+def test_report_to_an_unknown_tracker_is_a_clear_error(tiny_bert, sst2_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--max-steps", "2",
+                 "--report-to", "nosuchtracker", "--output-dir", str(out)]) == 2
+    assert "--report-to nosuchtracker" in capsys.readouterr().err
+
+
+def test_recipes_command_lists_and_shows(capsys):
+    assert main(["recipes"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in ("sst2", "mrpc", "conll2003", "squad")) and "question-answering" in listing
+    assert main(["recipes", "show", "squad"]) == 0
+    assert "window_overlap: 128" in capsys.readouterr().out
+    assert main(["recipes", "show", "sqaud"]) == 2
+    assert "did you mean 'squad'" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("bertkit 0.1.0")
