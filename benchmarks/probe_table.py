@@ -45,7 +45,7 @@ def main() -> None:
 
     cfg = load_recipe("conll2003", {"max_train_samples": args.max_train_samples} if args.max_train_samples else {})
     train, evals, labels = TokenClassification.load_data(cfg)
-    valid = evals["valid"]
+    train, valid = train.to_dict(), evals["valid"].to_dict()  # plain lists of words and tags
     t0 = time.perf_counter()
     fx = FeatureExtractor(args.model, layers="embeddings,all", combine="none", pool="first")  # [words, L + 1, H]
     depth = fx.model.config.num_hidden_layers

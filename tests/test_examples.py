@@ -35,7 +35,7 @@ def test_ner_example_runs_on_the_tiny_model(tiny_bert, tmp_path):
                                           "BERTKIT_EXAMPLE_OUT": str(tmp_path / "run"), "BERTKIT_EXAMPLE_LR": "1e-2",
                                           "BERTKIT_EXAMPLE_EPOCHS": "2"})
     assert 0 <= float(out.split("valid entity F1:")[1].split()[0]) <= 1
-    assert "'entities'" in out and "'start'" in out  # raw text gets character offsets
+    assert "'entities'" in out and "'Brussels', 'to', 'London', '.'" in out  # raw text is split into words
 
 
 def test_qa_example_runs_on_the_tiny_model(tiny_bert, tmp_path):

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     fx = FeatureExtractor(args.model, layers=args.layers, combine="none" if mix else args.combine, pool="first",
                           precision=args.precision, batch_size=args.batch_size_extract)
     t0 = time.perf_counter()
+    train, valid = train.to_dict(), valid.to_dict()  # plain lists of words and tags
     train_x, valid_x = fx(train["tokens"], dtype=np.float16), fx(valid["tokens"], dtype=np.float16)
     extract_s = time.perf_counter() - t0
     print(f"extracted layers {fx.layers} for {len(train_x)} + {len(valid_x)} sentences in {extract_s:.0f} s",
