@@ -106,8 +106,7 @@ class Trainer:
         # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
-        self.scheduler = scheduler
-        acc.register_for_checkpointing(scheduler)
+        self.scheduler = scheduler  # its state goes into trainer_state.json (JSON, not a pickle)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
         resume_from = checkpoints.find_resumable(self.ckpt_dir, self.log) if cfg.resume else None
@@ -116,6 +115,7 @@ class Trainer:
         if resume_from is not None:
             acc.load_state(str(resume_from))  # weights, optimizer, schedule and every RNG
             state = checkpoints.load_state(resume_from)
+            self.scheduler.load_state_dict(state.pop("scheduler"))
             self.log(f"resumed from {resume_from} (step {state['global_step']})")
         if acc.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,8 @@ class Trainer:
                     state["train_seconds"] += time.perf_counter() - t0
                     if evaluate:
                         done = self._evaluate(state, eval_sets, steps_per_epoch) or done
-                    checkpoints.save(acc, self.ckpt_dir, step, state, cfg.keep_checkpoints)
+                    checkpoints.save(acc, self.ckpt_dir, step, {**state, "scheduler": self.scheduler.state_dict()},
+                                     cfg.keep_checkpoints)
                     self.model.train()
                     t0 = time.perf_counter()
                     self._since_log = (0, t0)
