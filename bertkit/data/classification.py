@@ -139,6 +139,23 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
     return datasets.Dataset.from_dict(train), evals, label_names
 
 
+def split_path(cfg, split: str) -> Path | None:
+    """The local file of a named split: the validation file whose stem is `split` ('dev'), or the test file
+    ('test'); None when there is no local data, so the hub split of that name is to be used."""
+    data_dir = resolve_data_dir(cfg)
+    names = {Path(f).stem: f for f in cfg.validation_files}
+    if cfg.test_file:
+        names.setdefault("test", cfg.test_file)
+    if data_dir is None and not Path(names.get(split, "")).is_absolute():
+        if split not in cfg.hub_splits and split not in names:
+            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+        return None
+    if split not in names:
+        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
+                           "or pass --file")
+    return _local_path(data_dir, names[split])
+
+
 def load_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
     """One labelled evaluation set: an explicit file, or the recipe's file whose stem is `split` ('dev'),
     or its test file ('test'), or (no local data) the hub split of that name."""
@@ -146,16 +163,8 @@ def load_split(cfg, split: str, label_names: list[str], file: str | None = None)
                 label_names=label_names, max_samples=cfg.max_eval_samples, skip_labels=cfg.skip_labels)
     if file:
         return datasets.Dataset.from_dict(read_classification_file(Path(file), **args))
-    data_dir = resolve_data_dir(cfg)
-    names = {Path(f).stem: f for f in cfg.validation_files}
-    if cfg.test_file:
-        names.setdefault("test", cfg.test_file)
-    if data_dir is None:
-        if split not in cfg.hub_splits:
-            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+    path = split_path(cfg, split)
+    if path is None:
         cfg.hub_splits = [cfg.hub_splits[0], split]
         return _from_hub(cfg)[1][split]
-    if split not in names:
-        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
-                           "or pass --file")
-    return datasets.Dataset.from_dict(read_classification_file(_local_path(data_dir, names[split]), **args))
+    return datasets.Dataset.from_dict(read_classification_file(path, **args))

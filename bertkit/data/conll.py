@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
-from .classification import _local_path, resolve_data_dir
+from .classification import _local_path, load_hub_splits, resolve_data_dir, split_path
 from .readers import _text
 
 TAG = re.compile(r"(?:O|[BI]-\S+)\Z")
@@ -178,35 +177,15 @@ def load_conll_split(cfg, split: str, label_names: list[str], file: str | None =
     or its test file ('test'), or (no local data) the hub split of that name."""
     if file:
         return _dataset(read_conll_file(Path(file), cfg.tag_column, label_names, cfg.max_eval_samples))
-    data_dir = resolve_data_dir(cfg)
-    names = {Path(f).stem: f for f in cfg.validation_files}
-    if cfg.test_file:
-        names.setdefault("test", cfg.test_file)
-    if data_dir is None and not Path(names.get(split, "")).is_absolute():
+    path = split_path(cfg, split)
+    if path is None:
         return _hub_split(cfg, split, label_names, cfg.max_eval_samples)
-    if split not in names:
-        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
-                           "or pass --file")
-    path = _local_path(data_dir, names[split])
     data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
     _report(path, data)
     return _dataset(data)
 
 
 # --- the hub copy (online only) -----------------------------------------------------------------------------------
-def _load_hub(cfg, split: str) -> datasets.Dataset:
-    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-    how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
-           f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
-    if not cfg.hub_dataset:
-        raise BertkitError(how + ".")
-    if offline:
-        raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
-                                 "HF_DATASETS_OFFLINE is set.")
-    try:
-        return datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=split)
-    except Exception as e:  # connection errors come in many types
-        raise BertkitError(f"{how}; loading split '{split}' of {cfg.hub_dataset} from the hub failed: {e}") from None
 
 
 def _hub_tags(ds: datasets.Dataset, column: str, name: str) -> list[list[str]]:
@@ -221,7 +200,7 @@ def _hub_tags(ds: datasets.Dataset, column: str, name: str) -> list[list[str]]:
 
 def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int | None = None) -> datasets.Dataset:
     """A hub split with `tokens` (cfg.text_column) and `tags` (cfg.label_column), validated and in IOB2."""
-    ds = _load_hub(cfg, split)
+    ds = load_hub_splits(cfg, [split])[0]
     name = f"{cfg.hub_dataset}[{split}]"
     if max_samples is not None:
         ds = ds.select(range(min(max_samples, len(ds))))

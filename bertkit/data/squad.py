@@ -27,7 +27,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
-from .classification import _local_path, load_hub_splits, resolve_data_dir
+from .classification import _local_path, load_hub_splits, resolve_data_dir, split_path
 from .readers import _text
 
 logger = logging.getLogger("bertkit")
@@ -179,15 +179,7 @@ def load_squad_split(cfg, split: str, file: str | None = None) -> datasets.Datas
     read = dict(skip_bad=cfg.skip_bad_examples, max_samples=cfg.max_eval_samples)
     if file:
         return read_squad_file(Path(file), **read)[0]
-    data_dir = resolve_data_dir(cfg)
-    names = {Path(f).stem: f for f in cfg.validation_files}
-    if cfg.test_file:
-        names.setdefault("test", cfg.test_file)
-    if data_dir is None:
-        if split not in cfg.hub_splits:
-            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+    path = split_path(cfg, split)
+    if path is None:
         return _from_hub(cfg, [split], [cfg.max_eval_samples])[0]
-    if split not in names:
-        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
-                           "or pass --file")
-    return read_squad_file(_local_path(data_dir, names[split]), **read)[0]
+    return read_squad_file(path, **read)[0]
