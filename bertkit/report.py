@@ -82,6 +82,48 @@ def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) 
     return _save(fig, run / f"report_confusion_{split}.png")
 
 
+def plot_per_type(run: Path, split: str, per_type: dict) -> str:
+    """NER: entity F1 (and support) per entity type."""
+    plt = _plt()
+    types = list(per_type)
+    fig, ax = plt.subplots(figsize=(1.1 * len(types) + 2.5, 3.4))
+    bars = ax.bar(types, [100 * per_type[t]["f1"] for t in types], color="tab:green")
+    for bar, t in zip(bars, types):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{100 * per_type[t]['f1']:.1f}\n"
+                f"n={per_type[t]['support']}", ha="center", va="bottom", fontsize=8)
+    ax.set(xlabel="entity type", ylabel="entity F1 (%)", ylim=(0, 110), title=f"F1 per entity type ({split})")
+    return _save(fig, run / f"report_per_type_{split}.png")
+
+
+QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
+
+
+def plot_question_types(run: Path, split: str, preds: list[dict]) -> str | None:
+    """QA: exact match and F1 (official v1.1 definitions) by the question's wh-word."""
+    if not preds or "gold" not in preds[0]:
+        return None
+    from .metrics.squad import exact_match_score, f1_score
+
+    groups: dict[str, list] = {}
+    for p in preds:
+        words = p["question"].lower().split()
+        kind = next((w for w in QUESTION_WORDS if w in words), "other")
+        em = max(exact_match_score(p["answer"], g) for g in p["gold"])
+        f1 = max(f1_score(p["answer"], g) for g in p["gold"])
+        groups.setdefault(kind, []).append((em, f1))
+    kinds = [k for k in (*QUESTION_WORDS, "other") if k in groups]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(1.0 * len(kinds) + 3, 3.4))
+    x = range(len(kinds))
+    ax.bar([i - 0.2 for i in x], [100 * sum(e for e, _ in groups[k]) / len(groups[k]) for k in kinds], 0.4,
+           label="exact match")
+    ax.bar([i + 0.2 for i in x], [100 * sum(f for _, f in groups[k]) / len(groups[k]) for k in kinds], 0.4, label="F1")
+    ax.set(xticks=list(x), xticklabels=[f"{k}\n(n={len(groups[k])})" for k in kinds], ylabel="score (%)",
+           ylim=(0, 110), title=f"EM and F1 by question word ({split})")
+    ax.legend()
+    return _save(fig, run / f"report_question_types_{split}.png")
+
+
 def _metric_rows(metrics: dict) -> list[str]:
     rows = ["| split | metric | value |", "|---|---|---|"]
     for split in eval_splits(metrics):
@@ -99,7 +141,10 @@ def write_report(run) -> Path:
     images = plot_training(run, _jsonl(run / "train_log.jsonl"), evals, cfg["main_metric"])
     labels = cfg.get("label_names") or []
     for split in eval_splits(metrics):
-        image = plot_confusion(run, split, _jsonl(run / f"predictions_{split}.jsonl"), labels)
+        preds = _jsonl(run / f"predictions_{split}.jsonl")
+        image = plot_confusion(run, split, preds, labels) if cfg["adapter"] == "sequence-classification" else (
+            plot_per_type(run, split, metrics[split]["per_type"]) if "per_type" in metrics[split] else
+            plot_question_types(run, split, preds))
         images += [image] if image else []
     t = metrics["train"]
     lines = [f"# Run report: {cfg['task']} ({cfg['model']})", "",

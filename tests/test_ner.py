@@ -235,7 +235,9 @@ def test_entity_scores_equal_conlleval_on_any_tags(sentences):
 def test_run_folder_metrics_and_predictions(ner_run, conll_dir):
     names = {p.name for p in ner_run.iterdir()}
     assert {"config.json", "model.safetensors", "metrics.json", "predictions_valid.jsonl", "predictions_valid.conll",
-            "predictions_test.jsonl", "predictions_test.conll", "eval_metrics.jsonl"} <= names
+            "predictions_test.jsonl", "predictions_test.conll", "eval_metrics.jsonl", "report.md", "README.md",
+            "report_per_type_valid.png", "report_per_type_test.png"} <= names
+    assert "pipeline_tag: token-classification" in (ner_run / "README.md").read_text()
     metrics = json.loads((ner_run / "metrics.json").read_text())
     assert metrics["main_metric"] == "f1" and set(metrics) >= {"valid", "test"}
     for split in ("valid", "test"):

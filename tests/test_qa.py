@@ -197,8 +197,10 @@ def test_finetune_writes_official_predictions_and_learns(qa_run, squad_dir):
     first = nbest["v0000"]
     assert first[0]["text"] == predictions["v0000"] and {"text", "score", "logit", "start", "end"} <= set(first[0])
     lines = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()]
-    assert len(lines) == 48 and set(lines[0]) == {"id", "answer", "score", "start", "end"}
+    assert len(lines) == 48 and set(lines[0]) == {"id", "answer", "score", "start", "end", "question", "gold"}
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert (out / "report_question_types_validation.png").is_file() and (out / "report.md").is_file()
+    assert "pipeline_tag: question-answering" in (out / "README.md").read_text()
 
 
 def test_plain_transformers_loads_the_qa_run(qa_run):

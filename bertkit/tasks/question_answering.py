@@ -145,6 +145,8 @@ class QuestionAnswering(Adapter):
         predictions = self.answers(outputs, examples, features)
         metrics = {}
         if metric_hooks and "answers" in examples.column_names:
+            for p, q, a in zip(predictions, examples["question"], examples["answers"]):
+                p.update(question=q, gold=list(a["text"]))  # for the run report's breakdown by question type
             preds = [{"id": p["id"], "prediction_text": p["answer"]} for p in predictions]
             refs = [{"id": i, "answers": a} for i, a in zip(examples["id"], examples["answers"])]
             metrics = compute_metrics(metric_hooks, preds, refs)
