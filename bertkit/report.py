@@ -100,7 +100,7 @@ QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
 
 def plot_question_types(run: Path, split: str, preds: list[dict]) -> str | None:
     """QA: exact match and F1 (official v1.1 definitions) by the question's wh-word."""
-    if not preds or "gold" not in preds[0]:
+    if not preds or "gold" not in preds[0] or "question" not in preds[0]:
         return None
     from .metrics.squad import exact_match_score, f1_score
 
@@ -142,9 +142,13 @@ def write_report(run) -> Path:
     labels = cfg.get("label_names") or []
     for split in eval_splits(metrics):
         preds = _jsonl(run / f"predictions_{split}.jsonl")
-        image = plot_confusion(run, split, preds, labels) if cfg["adapter"] == "sequence-classification" else (
-            plot_per_type(run, split, metrics[split]["per_type"]) if "per_type" in metrics[split] else
-            plot_question_types(run, split, preds))
+        image = None
+        if cfg["adapter"] == "sequence-classification":
+            image = plot_confusion(run, split, preds, labels)
+        elif cfg["adapter"] == "token-classification" and "per_type" in metrics[split]:
+            image = plot_per_type(run, split, metrics[split]["per_type"])
+        elif cfg["adapter"] == "question-answering":
+            image = plot_question_types(run, split, preds)
         images += [image] if image else []
     t = metrics["train"]
     lines = [f"# Run report: {cfg['task']} ({cfg['model']})", "",
