@@ -25,3 +25,17 @@ def load_for_inference(args):
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     adapter.model.to(device)
     return adapter, resolve_precision(args.precision, device)
+
+
+def write_output(text: str, output: str | None, what: str) -> None:
+    """Predictions to `output` (written to a temporary name, then renamed) or to standard output."""
+    import sys
+
+    from ..utils import atomic_path
+
+    if output:
+        with atomic_path(output) as tmp:
+            tmp.write_text(text)
+        print(f"wrote {what} to {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)

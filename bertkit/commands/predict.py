@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import BertkitError, DataError
 from . import predict_ner, predict_qa
-from .common import add_inference_flags, load_for_inference
+from .common import add_inference_flags, load_for_inference, write_output
 
 EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
@@ -60,8 +60,6 @@ def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str
 
 def run(args: argparse.Namespace) -> int:
     from ..tasks import QuestionAnswering, TokenClassification, adapter_class_for_checkpoint
-    from ..utils import atomic_path
-
     adapter_cls = adapter_class_for_checkpoint(args.model)[0]
     if issubclass(adapter_cls, TokenClassification):  # own inputs and outputs
         return predict_ner.run(args)
@@ -75,12 +73,7 @@ def run(args: argparse.Namespace) -> int:
     pairs = inputs.get("text_pair") or [None] * len(preds)
     lines = "".join(json.dumps({"text": t, **({"text_pair": p} if p is not None else {}), **pred}) + "\n"
                     for t, p, pred in zip(inputs["text"], pairs, preds))
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(lines)
-        print(f"wrote {len(preds)} predictions to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(lines)
+    write_output(lines, args.output, f"{len(preds)} predictions")
     return 0
 
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
-from .common import load_for_inference
+from .common import load_for_inference, write_output
 
 EXAMPLE = """  echo "EU rejects German call" | bertkit predict --model runs/conll2003 --input -   # NER: tags, entities
   bertkit predict --model runs/conll2003 --input test.txt --format conll --output-format conll  # token gold pred
@@ -94,8 +94,6 @@ def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, li
 
 def run(args: argparse.Namespace) -> int:
     from ..data.conll import conll_lines
-    from ..utils import atomic_path
-
     if args.probs or args.text_column or args.text_pair_column:
         raise BertkitError("--probs, --text-column and --text-pair-column are for sequence classifiers; "
                            f"{args.model} is a token classifier (NER)")
@@ -109,10 +107,5 @@ def run(args: argparse.Namespace) -> int:
         text = conll_lines([p["tokens"] for p in preds], *columns)
     else:
         text = "".join(json.dumps(p) + "\n" for p in preds)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
-        print(f"wrote predictions for {len(preds)} sentences to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_output(text, args.output, f"predictions for {len(preds)} sentences")
     return 0

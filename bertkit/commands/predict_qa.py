@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..data.readers import _text
 from ..errors import DataError
-from .common import load_for_inference
+from .common import load_for_inference, write_output
 
 EXAMPLE = """  echo '{"question": "Who won?", "context": "The Broncos won."}' \\
     | bertkit predict --model runs/squad --input -                # question answering: JSONL in, answers out
@@ -58,17 +58,10 @@ def read_qa_inputs(source: str) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..utils import atomic_path
-
     rows = read_qa_inputs(args.input)
     adapter, precision = load_for_inference(args)
     preds = adapter.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size=args.batch_size,
                             precision=precision)
     lines = "".join(json.dumps({**({"id": r["id"]} if "id" in r else {}), **p}) + "\n" for r, p in zip(rows, preds))
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(lines)
-        print(f"wrote {len(preds)} answers to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(lines)
+    write_output(lines, args.output, f"{len(preds)} answers")
     return 0
