@@ -92,7 +92,7 @@ def train_probe(train_x, train_tags, valid_x, valid_tags, label_names, kind="bil
         metrics = compute_metrics(hooks, predict_tags(tagger, valid_x, label_names), valid_tags)
         weights = tagger.mix.normalized_weights() if tagger.mix else None
         history.append({"epoch": epoch, "loss": total / max(count, 1), **metrics,
-                        **({"layer_weights": weights, "gamma": float(tagger.mix.gamma)} if weights else {})})
+                        **({"layer_weights": weights, "gamma": float(tagger.mix.gamma.detach())} if weights else {})})
         log(f"epoch {epoch}: loss {total / max(count, 1):.4f}, valid F1 {100 * metrics['f1']:.2f}"
             + (f", layer weights {[round(w, 3) for w in weights]}" if weights else ""))
         if best is None or metrics["f1"] > best["f1"]:
