@@ -48,18 +48,22 @@ def read_delimited(path: Path, delimiter: str) -> list[tuple[int, dict]]:
     return rows
 
 
+def json_object(text: str, path, line: int) -> dict:
+    """One JSONL line as an object, or a DataError naming file and line."""
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=line) from None
+    if not isinstance(row, dict):
+        raise DataError("each line must be a JSON object", file=path, line=line)
+    return row
+
+
 def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     rows = []
     for line, text in enumerate(_text(path).splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=line) from None
-        if not isinstance(row, dict):
-            raise DataError("each line must be a JSON object", file=path, line=line)
-        rows.append((line, row))
+        if text.strip():
+            rows.append((line, json_object(text, path, line)))
     return rows
 
 

@@ -6,10 +6,10 @@ pre-tokenizer (whitespace and punctuation, as BERT sees them); CoNLL keeps the f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..data.readers import json_object
 from ..errors import DataError
 
 FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl")
@@ -56,11 +56,8 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
             if fmt == "jsonl":
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"not valid JSON: {e.msg}", file=path, line=n) from None
-                if not isinstance(row, dict) or text_field not in row:
+                row = json_object(line, path, n)
+                if text_field not in row:
                     raise DataError("missing text field", file=path, line=n, field=text_field)
                 line = row[text_field] if isinstance(row[text_field], str) else ""
             if not line.strip():
