@@ -88,6 +88,8 @@ class FinetuneConfig:
     precision: str = _f("auto", "auto, fp32, bf16 or fp16; auto picks bf16 where supported, else fp16 on GPU.",
                         choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
+    fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
+                                  "drop probability exact to 1/65536; see bertkit/fast_dropout.py).")
     eval_batch_size: int = _f(128, "Examples per evaluation batch.")
     # extractive question answering (SQuAD); "doc_stride" elsewhere means either of two things, so no such name here
     window_overlap: int = _f(128, "QA: word pieces shared by consecutive context windows of a long context (the "

@@ -28,6 +28,7 @@ from .batching import shard, train_batches
 from .config import FinetuneConfig, to_yaml
 from .distributed import check_launch
 from .errors import BertkitError
+from .fast_dropout import fast_dropout, restore_dropout
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
@@ -103,6 +104,8 @@ class Trainer:
         set_seed(cfg.seed)
         optimizer = _optimizer(self.adapter.model, cfg)
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
+        if cfg.fast_dropout and acc.device.type == "cpu":
+            fast_dropout(self.adapter.model)  # undone in _finish; saved files are unaffected
         # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
@@ -261,7 +264,7 @@ class Trainer:
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
-        model = acc.unwrap_model(self.model)
+        model = restore_dropout(acc.unwrap_model(self.model))
         last = self._last_eval
         if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
             metrics, predictions = dict(last[1]), dict(last[2])
