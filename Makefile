@@ -8,7 +8,7 @@ export BERTKIT_DATA_DIR
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Quickstart: packaged MiniLM, real SST-2 (all 67,349 training sentences), one epoch, dev accuracy at the end.
 
-.PHONY: setup test quickstart lint clean
+.PHONY: setup test quickstart bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,15 @@ quickstart: setup
 	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv" \
 	       "(GLUE format), e.g.  make quickstart BERTKIT_DATA_DIR=/path/to/data"; exit 2; fi
 	$(OFFLINE) $(BIN)/bertkit finetune sst2 --model minilm-l6 --epochs 1 --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
+
+# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about 35 min on 2 cores.
+bench: setup
+	@if [ -z "$(BERTKIT_DATA_DIR)" ] || [ ! -d "$(BERTKIT_DATA_DIR)/sst2" ]; then \
+	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv"; exit 2; fi
+	$(OFFLINE) $(BIN)/python benchmarks/train_throughput.py --steps 300
+	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250
+	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300
+	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks

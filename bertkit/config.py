@@ -88,6 +88,8 @@ class FinetuneConfig:
     precision: str = _f("auto", "auto, fp32, bf16 or fp16; auto picks bf16 where supported, else fp16 on GPU.",
                         choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
+    compile: bool = _f(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the first "
+                              "steps are slow while it compiles.")
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
                                   "drop probability exact to 1/65536; see bertkit/fast_dropout.py).")
     eval_batch_size: int = _f(128, "Examples per evaluation batch.")
@@ -239,6 +241,15 @@ def load_recipe(name: str, overrides: dict | None = None) -> FinetuneConfig:
     tuned = cfg.model_overrides.get(overrides.get("model", cfg.model), {})
     cfg = apply(cfg, {k: v for k, v in tuned.items() if k not in overrides}, f"{path}: model_overrides")
     return apply(cfg, overrides, "command line")
+
+
+def load_run_config(path) -> FinetuneConfig:
+    """The resolved config.yaml of a finished run (keys this version does not know are ignored)."""
+    values = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: expected a mapping of config fields")
+    known = _fields()
+    return apply(FinetuneConfig(), {k: v for k, v in values.items() if k in known}, str(path))
 
 
 def to_yaml(cfg: FinetuneConfig) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import datasets
 import torch
 from accelerate import Accelerator
+from accelerate.utils import TorchDynamoPlugin
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
@@ -79,8 +80,10 @@ class Trainer:
         probe = accelerator.device if accelerator else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.precision = resolve_precision(config.precision, probe)
         check_trackers(config.report_to)
+        dynamo = TorchDynamoPlugin(backend="inductor", dynamic=True, use_regional_compilation=True) \
+            if config.compile else None
         self.accelerator = accelerator or Accelerator(
-            mixed_precision={"fp32": "no"}.get(self.precision, self.precision),
+            mixed_precision={"fp32": "no"}.get(self.precision, self.precision), dynamo_plugin=dynamo,
             log_with=config.report_to or None, project_dir=str(self.output_dir / "trackers"))
         check_launch(self.accelerator)
 

@@ -7,6 +7,13 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before datasets/transformers are imported: tests never need the hub
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "BERTKIT_CACHE" not in os.environ:  # tokenised-feature cache: a throw-away folder, never the user's ~/.cache
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["BERTKIT_CACHE"] = tempfile.mkdtemp(prefix="bertkit-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["BERTKIT_CACHE"], True)
 
 import random  # noqa: E402
 from pathlib import Path  # noqa: E402

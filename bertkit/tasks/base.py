@@ -15,7 +15,7 @@ from pathlib import Path
 
 import datasets
 
-from ..models import load_pretrained, load_tokenizer
+from ..models import load_pretrained, load_tokenizer, resolve_model
 from ..utils import atomic_path
 
 
@@ -40,7 +40,16 @@ class Adapter:
     def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
                         allow_pickle: bool = False, **options):
         """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels.
-        `options` are the adapter's own constructor settings (see `options_from_config`)."""
+        `options` are the adapter's own constructor settings (see `options_from_config`). A bertkit run folder
+        (one with the run's config.yaml) brings its own max length and settings unless they are given here,
+        so evaluate and predict encode exactly as the run did (e.g. the same NER or QA windows)."""
+        run = Path(resolve_model(name)[0]) / "config.yaml"
+        if run.is_file() and resolve_model(name)[1]:
+            from ..config import load_run_config
+
+            cfg = load_run_config(run)
+            max_length = max_length or cfg.max_length
+            options = {**cls.options_from_config(cfg), **options}
         kwargs = {}
         if label_names:
             kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),

@@ -13,13 +13,12 @@ True
 
 from __future__ import annotations
 
-import uuid
-
 import datasets
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..data.classification import load_classification_data, load_split
+from ..feature_cache import cached_map
 from ..inference import forward_all
 from ..metrics import compute_metrics
 from .base import Adapter
@@ -57,9 +56,9 @@ class SequenceClassification(Adapter):
                 enc["labels"] = batch["label"]
             return enc
 
-        return examples.map(tokenize, batched=True, remove_columns=examples.column_names,
-                            new_fingerprint=uuid.uuid4().hex,  # in memory: no cache, so skip hashing the model
-                            desc="tokenize" if len(examples) > 10_000 else None)
+        identity = {"adapter": type(self).__name__, "max_length": self.max_length, "pair": has_pair}
+        return cached_map(examples, tokenize, self.tokenizer, identity,
+                          desc="tokenize" if len(examples) > 10_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
         features = [{k: v for k, v in f.items() if k != "length"} for f in features]

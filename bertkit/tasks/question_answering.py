@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import datasets
@@ -27,6 +26,7 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
 from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
+from ..feature_cache import cached_map
 from ..inference import forward_all
 from ..metrics import SQUAD_BUILTIN, compute_metrics
 from ..utils import write_json
@@ -117,9 +117,10 @@ class QuestionAnswering(Adapter):
                     out["end_positions"].append(e)
             return out
 
-        return examples.map(windows, batched=True, with_indices=True, remove_columns=examples.column_names,
-                            new_fingerprint=uuid.uuid4().hex,  # in memory: no cache, so skip hashing the model
-                            desc="windows" if len(examples) > 5_000 else None)
+        identity = {"adapter": type(self).__name__, "max_length": self.max_length, "overlap": self.window_overlap,
+                    "max_question_length": self.max_question_length, "labelled": labelled}
+        return cached_map(examples, windows, self.tokenizer, identity, with_indices=True,
+                          desc="windows" if len(examples) > 5_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
         keep = MODEL_INPUTS + self.label_keys

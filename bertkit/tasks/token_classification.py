@@ -30,6 +30,7 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 
 from ..data.conll import load_conll_data, load_conll_split
 from ..errors import BertkitError
+from ..feature_cache import cached_map
 from ..inference import forward_all
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
@@ -104,8 +105,9 @@ class TokenClassification(Adapter):
                     for i, n in enumerate(self.label_names)]
         settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
                         label2id=self.label2id, rest=rest)  # passed, not captured: `self` holds the model
-        return examples.map(_encode_batch, batched=True, with_indices=True, fn_kwargs=settings,
-                            remove_columns=examples.column_names, desc="tokenize" if len(examples) > 10_000 else None)
+        identity = {"adapter": type(self).__name__, **{k: v for k, v in settings.items() if k != "tokenizer"}}
+        return cached_map(examples, _encode_batch, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
+                          desc="tokenize" if len(examples) > 10_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
         keys = [k for k in MODEL_KEYS if k in features[0]]

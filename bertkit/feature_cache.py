@@ -1,0 +1,61 @@
+"""Tokenised features cached on disk and reused across runs.
+
+`cached_map(examples, function, identity)` is `examples.map(function, batched=True)` whose result is stored as an
+Arrow file under the cache folder, named by a hash of everything that decides it: the examples' content, the
+tokenizer (its full serialised form), and `identity` (adapter class, max length, window settings, bertkit's
+version). A second run with the same data and settings memory-maps that file instead of tokenising again.
+
+Folder: `$BERTKIT_CACHE`, else `$XDG_CACHE_HOME/bertkit/features`, else `~/.cache/bertkit/features`;
+`BERTKIT_CACHE=off` keeps everything in memory. `datasets` writes the file under a temporary name and renames
+it, so an interrupted run never leaves a half-written cache entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+
+FORMAT = 1  # bump when an adapter's encoding changes, so old cache entries are not reused
+
+
+def cache_dir() -> Path | None:
+    value = os.environ.get("BERTKIT_CACHE")
+    if value is not None:
+        return None if value.strip().lower() in ("", "0", "off", "none", "false") else Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bertkit" / "features"
+
+
+def content_hash(examples: datasets.Dataset, tokenizer, identity: dict) -> str:
+    from . import __version__
+
+    h = hashlib.sha256()
+    table = examples.with_format("arrow")[:] if len(examples) else examples.data.table.slice(0, 0)  # visible rows
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    h.update(sink.getvalue())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    h.update((backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))).encode())
+    h.update(json.dumps({**identity, "tokenizer": type(tokenizer).__name__, "format": FORMAT,
+                         "bertkit": __version__}, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:32]
+
+
+def cached_map(examples: datasets.Dataset, function, tokenizer, identity: dict, desc: str | None = None,
+               **kwargs) -> datasets.Dataset:
+    folder = cache_dir()
+    if folder is None or len(examples) == 0:
+        return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
+                            new_fingerprint=uuid.uuid4().hex, **kwargs)  # in memory; skip hashing the model
+    key = content_hash(examples, tokenizer, identity)
+    folder.mkdir(parents=True, exist_ok=True)
+    return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
+                        new_fingerprint=key, cache_file_name=str(folder / f"{key}.arrow"), load_from_cache_file=True,
+                        **kwargs)

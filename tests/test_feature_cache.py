@@ -1,0 +1,49 @@
+"""Tokenised features are cached on disk by content and settings, reused, and can be switched off."""
+
+from __future__ import annotations
+
+import datasets
+
+from bertkit import SequenceClassification
+
+
+def _texts(n=40):
+    return datasets.Dataset.from_dict({"text": [f"a film number {i} that was good" for i in range(n)],
+                                       "label": [i % 2 for i in range(n)]})
+
+
+def test_second_encode_reuses_the_cached_file(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    first = clf.encode(_texts())
+    files = sorted((tmp_path / "cache").glob("*.arrow"))
+    assert len(files) == 1 and first.cache_files[0]["filename"] == str(files[0])
+    mtime = files[0].stat().st_mtime_ns
+    again = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    second = again.encode(_texts())
+    assert second.cache_files[0]["filename"] == str(files[0]) and files[0].stat().st_mtime_ns == mtime
+    assert second[:] == first[:]
+    # anything that changes the features changes the key: other data, other max length
+    clf.encode(_texts(41))
+    SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"],
+                                           max_length=8).encode(_texts())
+    assert len(list((tmp_path / "cache").glob("*.arrow"))) == 3
+    short = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"],
+                                                   max_length=8).encode(_texts())
+    assert max(short["length"]) == 8 and max(first["length"]) > 8
+
+
+def test_selected_rows_are_hashed_not_the_parent_table(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    a = clf.encode(_texts().select(range(10)))
+    b = clf.encode(_texts().select(range(10, 20)))
+    assert a["input_ids"] != b["input_ids"] and len(a) == len(b) == 10
+
+
+def test_cache_off_keeps_features_in_memory(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_CACHE", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    features = clf.encode(_texts())
+    assert features.cache_files == [] and not list(tmp_path.rglob("*.arrow"))
