@@ -142,3 +142,23 @@ def test_real_pair_files_parse(capsys):
         assert len(train) == n_train and len(next(iter(evals.values()))) == n_dev, task
     # the public 10k MultiNLI sample happens to hold no '-' rows (checked with grep): nothing is skipped
     assert "skipped" not in capsys.readouterr().err
+
+
+def test_a_run_of_another_task_gets_a_new_head(tiny_bert, tmp_path, capsys):
+    """Intermediate training (e.g. MNLI, then RTE): the encoder is kept, the head is new for the new labels."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    mnli = AutoModelForSequenceClassification.from_pretrained(
+        tiny_bert, num_labels=3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"})
+    mnli.save_pretrained(tmp_path / "mnli")
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(tmp_path / "mnli")
+    rte = SequenceClassification.from_pretrained(str(tmp_path / "mnli"), label_names=["entailment", "not_entailment"])
+    assert rte.model.classifier.out_features == 2 and rte.label_names == ["entailment", "not_entailment"]
+    assert "replaced by a new one" in capsys.readouterr().err
+    encoder = "bert.encoder.layer.0.attention.self.query.weight"
+    assert torch.equal(rte.model.state_dict()[encoder], mnli.state_dict()[encoder])
+    same_size = SequenceClassification.from_pretrained(str(tmp_path / "mnli"), label_names=["a", "b", "c"])
+    assert not torch.equal(same_size.model.classifier.weight, mnli.classifier.weight)
+    kept = SequenceClassification.from_pretrained(str(tmp_path / "mnli"))  # no labels asked: the run's own head
+    assert torch.equal(kept.model.classifier.weight, mnli.classifier.weight)

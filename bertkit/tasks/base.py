@@ -11,12 +11,24 @@ An adapter owns a tokenizer, a Hugging Face model and the label names, and knows
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import datasets
+import torch
 
 from ..models import load_pretrained, load_tokenizer, resolve_model
 from ..utils import atomic_path
+
+
+def head_labels(name: str) -> list[str] | None:
+    """The label names of a fine-tuned local checkpoint's head; None for a base model or a hub id."""
+    path, local = resolve_model(name)
+    config = json.loads((Path(path) / "config.json").read_text()) if local else {}
+    heads = ("ForSequenceClassification", "ForTokenClassification")
+    if not any(a.endswith(heads) for a in config.get("architectures") or []) or "id2label" not in config:
+        return None
+    return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
 
 
 class Adapter:
@@ -50,11 +62,20 @@ class Adapter:
             cfg = load_run_config(run)
             max_length = max_length or cfg.max_length
             options = {**cls.options_from_config(cfg), **options}
-        kwargs = {}
+        kwargs, old = {}, None
         if label_names:
             kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
                           label2id={n: i for i, n in enumerate(label_names)})
+            old = head_labels(name)
+            if old is not None and old != list(label_names):  # a run of another task (e.g. MNLI before RTE)
+                kwargs["ignore_mismatched_sizes"] = True
         model = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle, **kwargs)
+        if old is not None and old != list(label_names):
+            head = getattr(model, "classifier", None)
+            if isinstance(head, torch.nn.Linear):  # same size, other labels: still a new head
+                torch.nn.init.normal_(head.weight, std=model.config.initializer_range)
+                torch.nn.init.zeros_(head.bias)
+            print(f"{name}: its head for {old} is replaced by a new one for {list(label_names)}", file=sys.stderr)
         return cls(model, load_tokenizer(name), label_names, max_length, **options)
 
     @classmethod
