@@ -6,7 +6,7 @@ Peak: the best of several large bf16 `torch.matmul`s on this machine (2·m·n·k
 Training FLOP: the usual 6 × (matmul parameters) per token (forward 2, backward 4) plus the attention score and
 mix products (12 · layers · seq · hidden per token), counted on the padded tokens of the exact batches bertkit
 ran (the batch order is a function of the seed, so it is recomputed here), over the seconds of bertkit's
-training loop (packaged MiniLM, real SST-2, batch 32, bf16). Embedding look-ups, layer norms, GELU, softmax and
+training loop (packaged MiniLM, real SST-2 or MNLI, batch 32, bf16). Embedding look-ups, layer norms, GELU, softmax and
 the optimiser are not counted: they are real work but not matmul FLOP, so MFU understates busy-ness.
 """
 
@@ -27,8 +27,6 @@ from bertkit.batching import train_batches  # noqa: E402
 from bertkit.config import load_recipe  # noqa: E402
 from bertkit.data import load_classification_data  # noqa: E402
 
-LABELS = ["negative", "positive"]
-
 
 def matmul_peak(sizes=(1024, 2048, 4096), repeats: int = 5) -> tuple[float, int]:
     best, best_n = 0.0, 0
@@ -47,24 +45,27 @@ def matmul_peak(sizes=(1024, 2048, 4096), repeats: int = 5) -> tuple[float, int]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--data-dir", default=os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"),
-                                                           "sst2"))
+    parser.add_argument("--task", default="sst2", help="a sequence-classification recipe: sst2 (short sentences), "
+                                                      "mnli (sentence pairs, longer)")
+    parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/<task>")
     args = parser.parse_args()
+    data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), args.task)
     peak_before, n = matmul_peak()
 
-    cfg = load_recipe("sst2", {"data_dir": args.data_dir, "model": "minilm-l6"})
-    train, evals, _ = load_classification_data(cfg)
+    cfg = load_recipe(args.task, {"data_dir": data_dir, "model": "minilm-l6"})
+    train, evals, labels = load_classification_data(cfg)
     torch.manual_seed(42)
-    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=LABELS)
+    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
     mc = clf.model.config
     d, layers = mc.hidden_size, mc.num_hidden_layers
     params = sum(p.numel() for name, p in clf.model.named_parameters()
                  if p.dim() == 2 and "embeddings" not in name)  # weight matrices of every linear layer
     lengths = clf.encode(train)["length"]
     with tempfile.TemporaryDirectory() as out:
-        run_cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out, max_steps=args.steps, precision="bf16",
-                                         label_names=LABELS, eval_every=str(args.steps), seed=cfg.seed)
-        result = bertkit.Trainer(clf, run_cfg).fit(train, {"dev": evals["dev"].select(range(128))})
+        run_cfg = bertkit.FinetuneConfig(task=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
+                                         label_names=labels, eval_every=str(args.steps), seed=cfg.seed)
+        first = next(iter(evals.values()))
+        result = bertkit.Trainer(clf, run_cfg).fit(train, {"dev": first.select(range(128))})
     batches = train_batches(lengths, run_cfg.batch_size, run_cfg.seed, 0, run_cfg.group_by_length)[: args.steps]
     flop = 0.0
     for idx in batches:
@@ -76,7 +77,7 @@ def main() -> None:
     peak, n = max((peak_before, n), matmul_peak())  # before and after training: the better one
     real = sum(lengths[i] for b in batches for i in b)
     padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
-    print(f"\nModel FLOP utilisation (MiniLM-L6, SST-2, batch 32, bf16, {args.steps} steps, "
+    print(f"\nModel FLOP utilisation (MiniLM-L6, {args.task}, batch 32, bf16, {args.steps} steps, "
           f"{torch.get_num_threads()} threads; {params / 1e6:.1f} M matmul parameters; real/padded tokens "
           f"{real / padded:.3f})")
     print("| bf16 matmul peak (best n×n) | training FLOP/s | MFU | training examples/s |")
