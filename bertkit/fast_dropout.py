@@ -1,7 +1,8 @@
 """Faster dropout for CPU training: the same Bernoulli keep-and-rescale, with cheaper random numbers.
 
 On CPU, `torch.nn.functional.dropout` draws every mask element through `bernoulli_`, about 7 ns each: 14 % of
-a MiniLM training step on this machine (benchmarks/train_throughput.py measures it). Here the mask comes from
+a MiniLM training step in a one-off torch.profiler run on this machine; the end-to-end gain is
+measured by benchmarks/train_throughput.py (its "torch dropout" column). Here the mask comes from
 `random_()` over the full int64 range viewed as 16-bit integers (four draws per word): an element is kept when
 its draw is at or above round(p · 65536) − 32768, so the drop probability is p to within 1/65536
 (0.1 → 0.100006) and kept values are scaled by 1 / (1 − that probability), keeping the expectation exact.

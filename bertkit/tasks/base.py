@@ -55,8 +55,9 @@ class Adapter:
         `options` are the adapter's own constructor settings (see `options_from_config`). A bertkit run folder
         (one with the run's config.yaml) brings its own max length and settings unless they are given here,
         so evaluate and predict encode exactly as the run did (e.g. the same NER or QA windows)."""
-        run = Path(resolve_model(name)[0]) / "config.yaml"
-        if run.is_file() and resolve_model(name)[1]:
+        path, local = resolve_model(name)
+        run = Path(path) / "config.yaml"
+        if local and run.is_file():
             from ..config import load_run_config
 
             cfg = load_run_config(run)
