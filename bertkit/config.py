@@ -81,6 +81,9 @@ class FinetuneConfig:
     epochs: float = _f(3, "Training epochs (ignored when max_steps is set).")
     max_steps: int | None = _f(None, "Stop after this many optimiser steps.")
     warmup_ratio: float = _f(0.1, "Fraction of steps with linear warm-up; then linear decay to 0.")
+    layer_lr_decay: float = _f(1.0, "Layer-wise learning-rate decay (ELECTRA's): the head trains at lr, the top "
+                                    "transformer layer at lr × d, the one below at lr × d², ..., the embeddings "
+                                    "at lr × d^(layers+1); 1 = off.")
     weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.")
     seed: int = _f(42, "Random seed (data order, dropout, classifier init).")
@@ -92,6 +95,12 @@ class FinetuneConfig:
                               "steps are slow while it compiles.")
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
                                   "drop probability exact to 1/65536; see bertkit/fast_dropout.py).")
+    reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
+                                    "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
+                                    "trained (sentence-embedding models such as all-MiniLM).")
+    freeze_word_embeddings: bool = _f(False, "Keep the word-piece embedding matrix fixed (not trained, not in AdamW "
+                                             "or clipping). For small models it is much of the parameter count "
+                                             "(MiniLM-L6: 11.7 M of 22.7 M), so steps get cheaper.")
     eval_batch_size: int = _f(128, "Examples per evaluation batch.")
     # extractive question answering (SQuAD); "doc_stride" elsewhere means either of two things, so no such name here
     window_overlap: int = _f(128, "QA: word pieces shared by consecutive context windows of a long context (the "
@@ -201,6 +210,8 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
                  "max_answer_length", "n_best"):
         if getattr(cfg, name) <= 0:
             raise BertkitError(f"{source}: '{name}' must be positive")
+    if not 0 < cfg.layer_lr_decay <= 1:
+        raise BertkitError(f"{source}: 'layer_lr_decay' must be in (0, 1]")
     if cfg.window_overlap < 0:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:

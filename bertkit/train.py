@@ -11,6 +11,7 @@ metrics and weights as an uninterrupted one. Only the main process writes files.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import sys
 import time
@@ -48,15 +49,39 @@ def _as_dataset(data, label_names) -> datasets.Dataset:
     return ds
 
 
+def _depth(name: str, layers: int) -> int:
+    """0 for the embeddings, i + 1 for transformer layer i, layers + 1 for everything above (pooler, head)."""
+    if ".embeddings." in f".{name}":
+        return 0
+    match = re.search(r"\.layer\.(\d+)\.", name)
+    return int(match.group(1)) + 1 if match else layers + 1
+
+
 def _optimizer(model, cfg: FinetuneConfig):
+    """AdamW; no weight decay on biases and LayerNorm; per-layer learning rates when layer_lr_decay < 1."""
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
-    params = list(model.named_parameters())
-    groups = [{"params": [p for n, p in params if not n.endswith(no_decay)], "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in params if n.endswith(no_decay)], "weight_decay": 0.0}]
+    layers = model.config.num_hidden_layers
+    groups: dict[tuple, list] = {}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            scale = cfg.layer_lr_decay ** (layers + 1 - _depth(n, layers)) if cfg.layer_lr_decay < 1 else 1.0
+            groups.setdefault((scale, 0.0 if n.endswith(no_decay) else cfg.weight_decay), []).append(p)
+    groups = [{"params": ps, "lr": cfg.lr * scale, "weight_decay": wd} for (scale, wd), ps in groups.items()]
     try:
         return torch.optim.AdamW(groups, lr=cfg.lr, fused=True)
     except (RuntimeError, TypeError):
         return torch.optim.AdamW(groups, lr=cfg.lr)
+
+
+def _reinit_pooler(model) -> None:
+    """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
+    pooler = getattr(model.base_model, "pooler", None)
+    if pooler is None:
+        raise BertkitError("reinit_pooler: this model has no pooler (only sequence classification uses one)")
+    for module in pooler.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight.data.normal_(0.0, model.config.initializer_range)
+            module.bias.data.zero_()
 
 
 class Trainer:
@@ -105,6 +130,10 @@ class Trainer:
         """Optimizer, schedule, accelerate wrapping; then resume state or a fresh one; then the run folder."""
         cfg, acc, out = self.cfg, self.accelerator, self.output_dir
         set_seed(cfg.seed)
+        if cfg.reinit_pooler:  # on --resume the checkpoint's weights and RNG states replace these below
+            _reinit_pooler(self.adapter.model)
+        if cfg.freeze_word_embeddings:
+            self.adapter.model.get_input_embeddings().weight.requires_grad_(False)
         optimizer = _optimizer(self.adapter.model, cfg)
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
         if cfg.fast_dropout and acc.device.type == "cpu":
@@ -112,6 +141,7 @@ class Trainer:
         # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
+        self._trained = [p for p in self.model.parameters() if p.requires_grad]
         self.scheduler = scheduler  # its state goes into trainer_state.json (JSON, not a pickle)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
@@ -180,7 +210,7 @@ class Trainer:
                 state["examples_seen"] += len(idx) * world
                 if not is_step:
                     continue
-                acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                acc.clip_grad_norm_(self._trained, cfg.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -268,6 +298,7 @@ class Trainer:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
         model = restore_dropout(acc.unwrap_model(self.model))
+        model.get_input_embeddings().weight.requires_grad_(True)  # undo freeze_word_embeddings for later use
         last = self._last_eval
         if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
             metrics, predictions = dict(last[1]), dict(last[2])
