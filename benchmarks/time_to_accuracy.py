@@ -55,7 +55,7 @@ def run_bertkit(data_dir: str, eval_every: int, target: float, out: Path, extra:
             "steps": metrics["train"]["steps"]}
 
 
-def run_trainer(data_dir: str, steps: int, lr: float) -> dict:
+def run_trainer(data_dir: str, steps: int, lr: float, batch_size: int) -> dict:
     import datasets
     import torch
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
@@ -76,7 +76,8 @@ def run_trainer(data_dir: str, steps: int, lr: float) -> dict:
         return ds.rename_column("label", "labels")
 
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=32, per_device_eval_batch_size=64,
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch_size,
+                                 per_device_eval_batch_size=64,
                                  learning_rate=lr, warmup_steps=0.1, weight_decay=0.01, max_steps=steps,
                                  bf16=True, use_cpu=True, save_strategy="no", eval_strategy="no", report_to="none",
                                  logging_steps=10_000, seed=42, disable_tqdm=True,
@@ -100,15 +101,19 @@ def main() -> None:
     args = parser.parse_args()
     from bertkit.config import load_recipe
 
-    lr = load_recipe("sst2", {"model": "minilm-l6"}).lr
+    recipe = load_recipe("sst2", {"model": "minilm-l6"})  # the recipe's MiniLM settings; flags below may change them
+    lr, batch_size = recipe.lr, recipe.batch_size
+    for flag, value in zip(args.bertkit_flags, args.bertkit_flags[1:]):
+        lr = float(value) if flag == "--lr" else lr
+        batch_size = int(value) if flag == "--batch-size" else batch_size
     with tempfile.TemporaryDirectory() as tmp:
         ours = run_bertkit(args.data_dir, args.eval_every, args.target, Path(tmp) / "run", args.bertkit_flags)
     print("bertkit evaluations (wall s from command start, step, dev accuracy):")
     for t, s, a in ours["timeline"]:
         print(f"  {t:7.1f} s  step {s:5d}  {100 * a:.2f} %")
-    theirs = None if args.skip_trainer else run_trainer(args.data_dir, ours["steps"], lr)
+    theirs = None if args.skip_trainer else run_trainer(args.data_dir, ours["steps"], lr, batch_size)
     print(f"\nSST-2 time to {100 * args.target:.0f} % dev accuracy (MiniLM-L6, 1 epoch budget, lr {lr:g}, "
-          "batch 32, bf16)")
+          f"batch {batch_size}, bf16)")
     print("| | steps | wall to target | accuracy at target | wall, whole run | final dev accuracy |")
     print("|---|---|---|---|---|---|")
     hit = ours["hit"]
