@@ -11,7 +11,6 @@ metrics and weights as an uninterrupted one. Only the main process writes files.
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import sys
 import time
@@ -34,6 +33,7 @@ from .fast_dropout import fast_dropout, restore_dropout
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
+from .optim import build_optimizer, reinit_pooler
 from .report import write_report
 from .trackers import check_trackers
 from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
@@ -47,41 +47,6 @@ def _as_dataset(data, label_names) -> datasets.Dataset:
     if "label" in ds.column_names and len(ds) and isinstance(ds[0]["label"], str):
         ds = ds.map(lambda ex: {"label": label_names.index(ex["label"])})
     return ds
-
-
-def _depth(name: str, layers: int) -> int:
-    """0 for the embeddings, i + 1 for transformer layer i, layers + 1 for everything above (pooler, head)."""
-    if ".embeddings." in f".{name}":
-        return 0
-    match = re.search(r"\.layer\.(\d+)\.", name)
-    return int(match.group(1)) + 1 if match else layers + 1
-
-
-def _optimizer(model, cfg: FinetuneConfig):
-    """AdamW; no weight decay on biases and LayerNorm; per-layer learning rates when layer_lr_decay < 1."""
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
-    layers = model.config.num_hidden_layers
-    groups: dict[tuple, list] = {}
-    for n, p in model.named_parameters():
-        if p.requires_grad:
-            scale = cfg.layer_lr_decay ** (layers + 1 - _depth(n, layers)) if cfg.layer_lr_decay < 1 else 1.0
-            groups.setdefault((scale, 0.0 if n.endswith(no_decay) else cfg.weight_decay), []).append(p)
-    groups = [{"params": ps, "lr": cfg.lr * scale, "weight_decay": wd} for (scale, wd), ps in groups.items()]
-    try:
-        return torch.optim.AdamW(groups, lr=cfg.lr, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.AdamW(groups, lr=cfg.lr)
-
-
-def _reinit_pooler(model) -> None:
-    """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
-    pooler = getattr(model.base_model, "pooler", None)
-    if pooler is None:
-        raise BertkitError("reinit_pooler: this model has no pooler (only sequence classification uses one)")
-    for module in pooler.modules():
-        if isinstance(module, torch.nn.Linear):
-            module.weight.data.normal_(0.0, model.config.initializer_range)
-            module.bias.data.zero_()
 
 
 class Trainer:
@@ -131,10 +96,10 @@ class Trainer:
         cfg, acc, out = self.cfg, self.accelerator, self.output_dir
         set_seed(cfg.seed)
         if cfg.reinit_pooler:  # on --resume the checkpoint's weights and RNG states replace these below
-            _reinit_pooler(self.adapter.model)
+            reinit_pooler(self.adapter.model)
         if cfg.freeze_word_embeddings:
             self.adapter.model.get_input_embeddings().weight.requires_grad_(False)
-        optimizer = _optimizer(self.adapter.model, cfg)
+        optimizer = build_optimizer(self.adapter.model, cfg)
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
         if cfg.fast_dropout and acc.device.type == "cpu":
             fast_dropout(self.adapter.model)  # undone in _finish; saved files are unaffected
@@ -254,14 +219,15 @@ class Trainer:
             raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
                                f"checkpoint is kept in {self.ckpt_dir}. Try a lower --lr or --precision fp32.")
         now = time.perf_counter()
+        lr = max(self.scheduler.get_last_lr())  # the head's rate when layer_lr_decay gives layers lower ones
         rate = n * self.cfg.batch_size * self.accelerator.num_processes / (now - since)
         bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
         if self.accelerator.is_main_process:
             append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss,
-                                                               "lr": self.scheduler.get_last_lr()[0],
+                                                               "lr": lr,
                                                                "examples_per_s": rate})
         if self.cfg.report_to:
-            self.accelerator.log({"train/loss": mean_loss, "train/lr": self.scheduler.get_last_lr()[0],
+            self.accelerator.log({"train/loss": mean_loss, "train/lr": lr,
                                   "train/examples_per_s": rate}, step=step)
         loss_sum.zero_()
         self._since_log = (0, now)

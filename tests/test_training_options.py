@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from bertkit.errors import BertkitError
-from bertkit.train import _optimizer, _reinit_pooler
+from bertkit.optim import build_optimizer, reinit_pooler
 
 from .test_contract import fit, small_config
 
@@ -29,15 +29,15 @@ def test_reinit_pooler_is_seeded_and_needs_a_pooler(tiny_bert):
     torch.nn.init.constant_(dense.weight, 0.5)
     torch.nn.init.constant_(dense.bias, 0.5)
     torch.manual_seed(1)
-    _reinit_pooler(model)
+    reinit_pooler(model)
     first = dense.weight.detach().clone()
     assert dense.bias.abs().sum() == 0
     assert first.std().item() == pytest.approx(model.config.initializer_range, rel=0.2)
     torch.manual_seed(1)
-    _reinit_pooler(model)
+    reinit_pooler(model)
     assert torch.equal(dense.weight, first)
     with pytest.raises(BertkitError, match="no pooler"):
-        _reinit_pooler(AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=3))
+        reinit_pooler(AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=3))
 
 
 def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
@@ -45,7 +45,7 @@ def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
     layers = model.config.num_hidden_layers
     lr_of = {}
     for cfg_decay in (1.0, 0.5):
-        opt = _optimizer(model, small_config(sst2_dir, tmp_path, lr=1.0, layer_lr_decay=cfg_decay))
+        opt = build_optimizer(model, small_config(sst2_dir, tmp_path, lr=1.0, layer_lr_decay=cfg_decay))
         lr_of[cfg_decay] = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
         assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
     params = dict(model.named_parameters())

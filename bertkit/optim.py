@@ -1,0 +1,46 @@
+"""What the trainer optimises: AdamW parameter groups (weight decay, layer-wise learning rates) and the
+pooler re-initialisation option. The learning-rate schedule scales every group's rate alike."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from .config import FinetuneConfig
+from .errors import BertkitError
+
+
+def _depth(name: str, layers: int) -> int:
+    """0 for the embeddings, i + 1 for transformer layer i, layers + 1 for everything above (pooler, head)."""
+    if ".embeddings." in f".{name}":
+        return 0
+    match = re.search(r"\.layer\.(\d+)\.", name)
+    return int(match.group(1)) + 1 if match else layers + 1
+
+
+def build_optimizer(model, cfg: FinetuneConfig) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases and LayerNorm; per-layer learning rates when layer_lr_decay < 1."""
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    layers = model.config.num_hidden_layers
+    groups: dict[tuple, list] = {}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            scale = cfg.layer_lr_decay ** (layers + 1 - _depth(n, layers)) if cfg.layer_lr_decay < 1 else 1.0
+            groups.setdefault((scale, 0.0 if n.endswith(no_decay) else cfg.weight_decay), []).append(p)
+    groups = [{"params": ps, "lr": cfg.lr * scale, "weight_decay": wd} for (scale, wd), ps in groups.items()]
+    try:
+        return torch.optim.AdamW(groups, lr=cfg.lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(groups, lr=cfg.lr)
+
+
+def reinit_pooler(model) -> None:
+    """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
+    pooler = getattr(model.base_model, "pooler", None)
+    if pooler is None:
+        raise BertkitError("reinit_pooler: this model has no pooler (only sequence classification uses one)")
+    for module in pooler.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight.data.normal_(0.0, model.config.initializer_range)
+            module.bias.data.zero_()
