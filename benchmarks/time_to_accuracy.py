@@ -50,9 +50,12 @@ def run_bertkit(data_dir: str, eval_every: int, target: float, out: Path, extra:
     if proc.returncode != 0:
         raise SystemExit(f"bertkit failed:\n{proc.stderr.read()[-3000:]}")
     hit = next(((t, s, a) for t, s, a in timeline if a >= target), None)
+    from bertkit.config import load_run_config
+
     metrics = json.loads((out / "metrics.json").read_text())
+    cfg = load_run_config(out / "config.yaml")  # the resolved settings the run used (recipe + flags)
     return {"timeline": timeline, "hit": hit, "wall": wall, "final": metrics["dev"]["accuracy"],
-            "steps": metrics["train"]["steps"]}
+            "steps": metrics["train"]["steps"], "lr": cfg.lr, "batch_size": cfg.batch_size}
 
 
 def run_trainer(data_dir: str, steps: int, lr: float, batch_size: int) -> dict:
@@ -99,15 +102,9 @@ def main() -> None:
     parser.add_argument("--skip-trainer", action="store_true")
     parser.add_argument("bertkit_flags", nargs="*", help="extra flags for bertkit finetune (after --)")
     args = parser.parse_args()
-    from bertkit.config import load_recipe
-
-    recipe = load_recipe("sst2", {"model": "minilm-l6"})  # the recipe's MiniLM settings; flags below may change them
-    lr, batch_size = recipe.lr, recipe.batch_size
-    for flag, value in zip(args.bertkit_flags, args.bertkit_flags[1:]):
-        lr = float(value) if flag == "--lr" else lr
-        batch_size = int(value) if flag == "--batch-size" else batch_size
     with tempfile.TemporaryDirectory() as tmp:
         ours = run_bertkit(args.data_dir, args.eval_every, args.target, Path(tmp) / "run", args.bertkit_flags)
+    lr, batch_size = ours["lr"], ours["batch_size"]  # the Trainer gets bertkit's resolved lr and batch
     print("bertkit evaluations (wall s from command start, step, dev accuracy):")
     for t, s, a in ours["timeline"]:
         print(f"  {t:7.1f} s  step {s:5d}  {100 * a:.2f} %")

@@ -212,6 +212,9 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
             raise BertkitError(f"{source}: '{name}' must be positive")
     if not 0 < cfg.layer_lr_decay <= 1:
         raise BertkitError(f"{source}: 'layer_lr_decay' must be in (0, 1]")
+    if cfg.reinit_pooler and cfg.adapter != "sequence-classification":
+        raise BertkitError(f"{source}: 'reinit_pooler' applies to sequence-classification only (the {cfg.adapter} "
+                           "head does not use the pooler)")
     if cfg.window_overlap < 0:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:

@@ -264,7 +264,8 @@ class Trainer:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
         model = restore_dropout(acc.unwrap_model(self.model))
-        model.get_input_embeddings().weight.requires_grad_(True)  # undo freeze_word_embeddings for later use
+        if self.cfg.freeze_word_embeddings:  # undo it, so the adapter trains normally later
+            model.get_input_embeddings().weight.requires_grad_(True)
         last = self._last_eval
         if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
             metrics, predictions = dict(last[1]), dict(last[2])

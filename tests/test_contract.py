@@ -75,4 +75,3 @@ def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, s
     _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))
     evals = (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines()
     assert result["train"]["steps"] == 12 and len(evals) == 3 and result["best_step"] == 4
-

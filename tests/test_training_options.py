@@ -5,6 +5,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
+from bertkit.config import load_recipe
 from bertkit.errors import BertkitError
 from bertkit.optim import build_optimizer, reinit_pooler
 
@@ -38,6 +39,8 @@ def test_reinit_pooler_is_seeded_and_needs_a_pooler(tiny_bert):
     assert torch.equal(dense.weight, first)
     with pytest.raises(BertkitError, match="no pooler"):
         reinit_pooler(AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=3))
+    with pytest.raises(BertkitError, match="reinit_pooler' applies to sequence-classification only"):
+        load_recipe("conll2003", {"reinit_pooler": True})
 
 
 def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
@@ -56,6 +59,5 @@ def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
     assert lr_of[0.5][id(params[top])] == 0.5
     assert lr_of[0.5][id(params["bert.encoder.layer.0.output.dense.weight"])] == 0.5 ** layers
     assert lr_of[0.5][id(params[WORDS])] == 0.5 ** (layers + 1)
-    bias = dict(model.named_parameters())["bert.encoder.layer.0.output.dense.bias"]
     wd = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
-    assert wd[id(bias)] == 0.0 and wd[id(params[top])] == 0.01
+    assert wd[id(params["bert.encoder.layer.0.output.dense.bias"])] == 0.0 and wd[id(params[top])] == 0.01
