@@ -73,6 +73,9 @@ class FinetuneConfig:
                                        "the pieces after a B-), not only on its first piece.")
     ner_window_overlap: int | None = _f(None, "Token classification: word pieces shared by consecutive windows of a "
                                               "sentence longer than max_length (default: half a window).")
+    ner_context: int = _f(0, "Token classification: document context, up to this many word pieces on each side of a "
+                             "sentence from the text around it in its document (CoNLL -DOCSTART- blocks), filling "
+                             "the window up to max_length; unlabelled. 0 = each sentence alone.")
     # optimisation (BERT paper defaults in the recipes)
     max_length: int = _f(128, "Maximum sequence length in word pieces.")
     batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")
@@ -215,6 +218,10 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
     if cfg.reinit_pooler and cfg.adapter != "sequence-classification":
         raise BertkitError(f"{source}: 'reinit_pooler' applies to sequence-classification only (the {cfg.adapter} "
                            "head does not use the pooler)")
+    if cfg.ner_context < 0:
+        raise BertkitError(f"{source}: 'ner_context' must be 0 or more word pieces")
+    if cfg.ner_context and cfg.adapter != "token-classification":
+        raise BertkitError(f"{source}: 'ner_context' applies to token-classification only")
     if cfg.window_overlap < 0:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:

@@ -106,6 +106,7 @@ def test_reads_columns_docstart_and_sentence_breaks(tmp_path):
     data = read_conll_file(f)
     assert data["tokens"] == [["EU", "rejects"], ["Peter", "Blackburn"]]
     assert data["tags"] == [["B-ORG", "O"], ["B-PER", "I-PER"]] and data["scheme"] == "IOB2"
+    assert data["docs"] == [0, 1]  # the document of each sentence, counted in -DOCSTART- lines
     assert read_conll_file(f, tag_column=2)["tags"][0] == ["B-NP", "B-VP"]  # another column, counted from 0
 
 
@@ -113,7 +114,7 @@ def test_reads_columns_docstart_and_sentence_breaks(tmp_path):
 def test_two_column_form(tmp_path, sep):
     f = write(tmp_path / "b.tsv", f"EU{sep}B-ORG\nrejects{sep}O\n\nGerman{sep}B-MISC\n")
     assert read_conll_file(f) == {"tokens": [["EU", "rejects"], ["German"]], "tags": [["B-ORG", "O"], ["B-MISC"]],
-                                  "scheme": "IOB2", "converted": 0}
+                                  "docs": [0, 0], "scheme": "IOB2", "converted": 0}  # no -DOCSTART-: one document
 
 
 def test_iob1_is_converted_to_iob2_and_reported(tmp_path, capsys):
@@ -211,6 +212,47 @@ def test_a_sentence_longer_than_max_length_gets_every_word_tagged(tiny_bert):
     assert len(features) > 10 and max(features["length"]) <= 8  # many windows, none truncated
     (pred,) = ner.predict([words])
     assert pred["tokens"] == words and len(pred["tags"]) == 50 and set(pred["tags"]) <= set(LABELS)
+
+
+# --- document context ----------------------------------------------------------------------------------------------
+def test_document_context_fills_the_window_unlabelled_within_the_document(tiny_bert):
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16, context=4)
+    doc = [["Peter", "met", "Mary"], ["in", "Paris"], ["today", "."], ["Reuters", "said"]]
+    tags = [["B-PER", "O", "B-PER"], ["O", "B-LOC"], ["O", "O"], ["B-ORG", "O"]]
+    f = ner.encode(datasets.Dataset.from_dict({"tokens": doc, "tags": tags, "doc": [0, 0, 0, 1]}))
+    pieces = [ner.tokenizer.convert_ids_to_tokens(ids) for ids in f["input_ids"]]
+    # sentence 1: up to 4 pieces of its document on each side (all there is: 3 left, 2 right)
+    assert pieces[1] == ["[CLS]", "peter", "met", "mary", "in", "paris", "today", ".", "[SEP]"]
+    assert f["word_ids"][1] == [-1, -1, -1, -1, 0, 1, -1, -1, -1]  # context pieces belong to no word
+    assert f["labels"][1] == [-100, -100, -100, -100, 0, LABELS.index("B-LOC"), -100, -100, -100]
+    assert pieces[0][:5] == ["[CLS]", "peter", "met", "mary", "in"] and len(pieces[0]) == 2 + 3 + 4  # 4 right
+    assert pieces[3] == ["[CLS]", "reuters", "said", "[SEP]"]  # document 1: nothing from document 0
+    # a sentence longer than a window: its own words outside the window are context, the window stays ≤ 16
+    long = [random.Random(1).choice(LAST + FILLER) for _ in range(30)]
+    f = ner.encode(datasets.Dataset.from_dict({"tokens": [["Paris"], long], "doc": [0, 0]}))
+    assert max(f["length"]) <= 16 and len(f) > 3
+    count = [len(ner.tokenizer.tokenize(w)) for w in long]  # pieces per word
+    for ids in f["word_ids"][1:]:  # room left in a window: up to 4 context pieces a side, where there are some
+        inside = [w for w in ids if w >= 0]
+        first, last = inside[0], inside[-1]
+        left, right = 1 + sum(count[:first]), sum(count[last + 1:])  # 1: "Paris", the sentence before
+        room = 14 - len(inside)
+        n_left = min(left, 4, room - min(right, 4, room - min(left, 4, room // 2)))
+        n_right = min(right, 4, room - min(left, 4, room // 2))
+        assert ids == [-1] * (1 + n_left) + inside + [-1] * (1 + n_right)
+    (pred,) = ner.predict([long], documents=[0])
+    assert len(pred["tags"]) == 30 and pred["tokens"] == long  # every word predicted, in order
+    with pytest.raises(BertkitError, match="documents: 1 numbers for 2 sentences"):
+        ner.predict([long, long], documents=[0])
+
+
+def test_ner_context_is_a_recipe_option_for_token_classification_only(tiny_bert, conll_dir):
+    cfg = load_recipe("conll2003", {"ner_context": 8, "data_dir": str(conll_dir)})
+    assert bertkit.TokenClassification.options_from_config(cfg)["context"] == 8
+    with pytest.raises(BertkitError, match="'ner_context' applies to token-classification only"):
+        load_recipe("sst2", {"ner_context": 8})
+    with pytest.raises(BertkitError, match="'ner_context' must be 0 or more"):
+        load_recipe("conll2003", {"ner_context": -1})
 
 
 # --- the metric against an independent conlleval port -------------------------------------------------------------

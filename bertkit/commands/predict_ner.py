@@ -3,7 +3,8 @@
 Input: one sentence per line, as raw text (split into words by `split_words`, entities get character offsets) or,
 with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`; auto-detected for
 `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`): the first column is the word and, when there
-are two or more columns, the last one is the gold tag.
+are two or more columns, the last one is the gold tag. A model trained with document context (`ner_context`)
+reads a CoNLL file's sentences with their `-DOCSTART-` documents around them; text lines are read one by one.
 Output: JSONL, one object per sentence {[text,] tokens, tags, [gold,] entities}; or, with `--output-format conll`,
 a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold tags.
 
@@ -68,8 +69,9 @@ def _is_conll(source: str, fmt: str) -> bool:
         return f.readline().startswith("-DOCSTART-")
 
 
-def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, list | None]:
-    """(sentences, gold tags or None). A sentence is a list of words, or raw text (a str) to be split."""
+def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, list | None, list | None]:
+    """(sentences, gold tags or None, document numbers or None). A sentence is a list of words, or raw text (a
+    str) to be split; only CoNLL files have documents."""
     from ..data.conll import read_conll_file
 
     if fmt == "table":
@@ -80,7 +82,7 @@ def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, li
         if source == "-":
             raise BertkitError("reading a CoNLL file from standard input is not supported; give a file")
         data = read_conll_file(source, tagged=None)
-        return data["tokens"], data.get("tags")
+        return data["tokens"], data.get("tags"), data["docs"]
     name, lines = _lines(source)
     sentences = []
     for n, line in enumerate(lines, start=1):
@@ -89,7 +91,7 @@ def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, li
         sentences.append(line.split() if pretokenized else line.strip())
     if not sentences:
         raise DataError("no input text", file=name)
-    return sentences, None
+    return sentences, None, None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if args.probs or args.text_column or args.text_pair_column:
         raise BertkitError("--probs, --text-column and --text-pair-column are for sequence classifiers; "
                            f"{args.model} is a token classifier (NER)")
-    sentences, gold = read_ner_inputs(args.input, args.format, args.pretokenized)
+    sentences, gold, docs = read_ner_inputs(args.input, args.format, args.pretokenized)
     adapter, precision = load_for_inference(args)
-    preds = adapter.predict(sentences, batch_size=args.batch_size, precision=precision)
+    preds = adapter.predict(sentences, batch_size=args.batch_size, precision=precision, documents=docs)
     if gold is not None:
         preds = [{**p, "gold": g} for p, g in zip(preds, gold)]
     if args.output_format == "conll":

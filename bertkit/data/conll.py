@@ -1,7 +1,8 @@
-"""CoNLL-format tagged data (CoNLL-2003 NER and alike) → `datasets.Dataset` with `tokens` and `tags` columns.
+"""CoNLL-format tagged data (CoNLL-2003 NER and alike) → `datasets.Dataset` with `tokens`, `tags` and `doc` columns.
 
 File format: one token per line in whitespace-separated columns (`token POS chunk NER`, or just `token TAG`, spaces
-or tabs); a blank line ends a sentence; `-DOCSTART-` lines separate documents and are skipped. The token is the first
+or tabs); a blank line ends a sentence; `-DOCSTART-` lines separate documents (`doc` numbers them from 0, for
+document context; a file without them is one document) and are skipped. The token is the first
 column and the tag the last one, unless `tag_column` (counted from 0) says otherwise. Every token line of a file
 must have as many columns as the first one.
 
@@ -71,12 +72,13 @@ def label_names_for(tag_lists) -> list[str]:
 
 def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = None, max_samples: int | None = None,
                     tagged: bool | None = True) -> dict:
-    """Read and validate one CoNLL file. Returns {tokens, tags, scheme, converted}: lists of sentences, 'IOB1' or
+    """Read and validate one CoNLL file. Returns {tokens, tags, docs, scheme, converted}: lists of sentences, of
+    their document numbers (counted in `-DOCSTART-` lines), 'IOB1' or
     'IOB2' (the scheme found; tags are always returned in IOB2) and how many tags were converted. With `label_names`,
     every tag must be one of them. `tagged=False` reads tokens only (no `tags`); `tagged=None` reads tags when the
     file has a second column (prediction input, with or without gold tags)."""
     path = Path(path)
-    tokens, tags, changed = [], [], 0
+    tokens, tags, docs, changed, doc = [], [], [], 0, 0
     words, word_tags, tag_lines = [], [], []
     width = tag_index = None
 
@@ -85,6 +87,7 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
         if not words:
             return
         tokens.append(list(words))
+        docs.append(doc)
         if tag_index is not None:
             iob2, n = to_iob2(word_tags)
             changed += n
@@ -102,6 +105,8 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
         fields = SEPARATOR.split(stripped) if stripped else []
         if not fields or fields[0] == DOCSTART:
             end_sentence()
+            if fields and tokens:  # a -DOCSTART- after sentences opens the next document
+                doc += 1
             continue
         if width is None:
             width = len(fields)
@@ -125,13 +130,14 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
         raise DataError("no sentences (only blank or -DOCSTART- lines)", file=path)
     out = {"tokens": tokens[:max_samples] if max_samples is not None else tokens, "scheme": "IOB1" if changed else
            "IOB2", "converted": changed}
+    out["docs"] = docs[: len(out["tokens"])]
     if tag_index is not None:
         out["tags"] = tags[: len(out["tokens"])]
     return out
 
 
 def _dataset(data: dict) -> datasets.Dataset:
-    return datasets.Dataset.from_dict({"tokens": data["tokens"], "tags": data["tags"]})
+    return datasets.Dataset.from_dict({"tokens": data["tokens"], "tags": data["tags"], "doc": data["docs"]})
 
 
 def _report(name, data: dict) -> None:
@@ -161,8 +167,7 @@ def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
     _report(train_path, train)
     label_names = list(cfg.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
-        train = {**train, "tokens": train["tokens"][: cfg.max_train_samples],
-                 "tags": train["tags"][: cfg.max_train_samples]}
+        train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
     for name in cfg.validation_files:
         path = _local_path(data_dir, name)

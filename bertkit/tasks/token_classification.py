@@ -6,7 +6,10 @@ out of the loss), or, with `label_all_pieces`, the word's tag (`I-T` on the cont
 
 Sentences longer than `max_length` pieces are not truncated: they are cut into overlapping windows of whole words,
 and each word takes its prediction from the window where it has the most context (`windows.py`); every input word
-gets a tag. Tags are the raw argmax per word, not repaired into valid IOB2: that is what conlleval scores, reading an
+gets a tag. With `context=N` (config `ner_context`) each window is filled, up to max_length, with at most N word
+pieces on each side from the text around it in the same document (the BERT paper's "maximal document context",
+§5.3; FLERT, Schweter & Akbik 2020, uses 64): unlabelled, and not predicted from that window.
+Tags are the raw argmax per word, not repaired into valid IOB2: that is what conlleval scores, reading an
 `I-T` after `O` as the start of an entity. Entity spans are read by the same rule (seqeval's `get_entities`).
 
 Example:
@@ -61,7 +64,8 @@ class TokenClassification(Adapter):
     sequence_outputs = ("logits",)  # [length, num_labels] per feature
     metric_builtins = NER_BUILTIN
 
-    def __init__(self, *args, label_all_pieces: bool = False, window_overlap: int | None = None, **kwargs):
+    def __init__(self, *args, label_all_pieces: bool = False, window_overlap: int | None = None, context: int = 0,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         # no max_length given: the one the checkpoint was fine-tuned with (see `save`), else 128
         self.max_length = self.max_length or getattr(self.model.config, "bertkit_max_length", 128)
@@ -72,7 +76,9 @@ class TokenClassification(Adapter):
         if self.budget < 1 or not 0 <= self.window_overlap < self.budget:
             raise BertkitError(f"ner_window_overlap must be between 0 and max_length - 3 = {self.budget - 1} "
                                f"(got {self.window_overlap} with max_length {self.max_length})")
-        self.label_all_pieces = label_all_pieces
+        if context < 0:
+            raise BertkitError(f"ner_context must be 0 or more word pieces (got {context})")
+        self.label_all_pieces, self.context = label_all_pieces, context
         self.label2id = {name: i for i, name in enumerate(self.label_names)}
         self._collator = DataCollatorForTokenClassification(self.tokenizer)  # pads labels with -100
 
@@ -84,7 +90,8 @@ class TokenClassification(Adapter):
 
     @classmethod
     def options_from_config(cls, cfg) -> dict:
-        return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap}
+        return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap,
+                "context": cfg.ner_context}
 
     @classmethod
     def load_data(cls, cfg):
@@ -97,14 +104,20 @@ class TokenClassification(Adapter):
     # --- features -----------------------------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         """One feature per window (usually one per sentence): model inputs, `labels` when the examples have
-        `tags`, and `word_ids` / `example_id` to map each position back to its word."""
+        `tags`, and `word_ids` / `example_id` to map each position back to its word. With document context, the
+        sentences around each one come from the `doc` column (consecutive equal numbers; no column: one document)."""
         # pieces after a word's first: -100, or with label_all_pieces the word's tag (B-T → I-T)
         rest = None
         if self.label_all_pieces:
             rest = [self.label2id.get("I-" + n[2:], i) if n.startswith("B-") else i
                     for i, n in enumerate(self.label_names)]
+        if self.context and len(examples):
+            left, right = context_words(examples["tokens"], examples["doc"] if "doc" in examples.column_names
+                                        else [0] * len(examples), self.context)
+            examples = examples.add_column("context_left", left).add_column("context_right", right)
         settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
-                        label2id=self.label2id, rest=rest)  # passed, not captured: `self` holds the model
+                        label2id=self.label2id, rest=rest, context=self.context)  # passed, not captured
+        # (`self` holds the model)
         identity = {"adapter": type(self).__name__, **{k: v for k, v in settings.items() if k != "tokenizer"}}
         return cached_map(examples, _encode_batch, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
                           desc="tokenize" if len(examples) > 10_000 else None)
@@ -147,16 +160,22 @@ class TokenClassification(Adapter):
                 p.write_text(conll_lines([x["tokens"] for x in predictions], [x["gold"] for x in predictions],
                                          [x["tags"] for x in predictions]))
 
-    def predict(self, sentences: list, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
+    def predict(self, sentences: list, batch_size: int = 64, precision: str = "fp32",
+                documents: list[int] | None = None) -> list[dict]:
         """Tags and entities for each sentence (notebook use), in input order. A sentence is a list of words, or
         raw text (a string), which is split into words by `split_words`; its entities then also carry character
-        offsets `start`, `end` (end exclusive) into the text."""
+        offsets `start`, `end` (end exclusive) into the text. `documents` (a document number per sentence, equal
+        for consecutive sentences of one text) gives a model trained with document context its context; without
+        it each sentence is read alone."""
         spans = [split_words(s) if isinstance(s, str) else None for s in sentences]
         tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans)]
         if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
             raise BertkitError("a word must be a non-empty string (give each sentence as a list of words or a str)")
-        features = self.encode(datasets.Dataset.from_dict({"tokens": tokens}, features=datasets.Features(
-            {"tokens": datasets.Sequence(datasets.Value("string"))})))
+        if documents is not None and len(documents) != len(tokens):
+            raise BertkitError(f"documents: {len(documents)} numbers for {len(tokens)} sentences")
+        docs = list(documents) if documents is not None else list(range(len(tokens)))
+        features = self.encode(datasets.Dataset.from_dict({"tokens": tokens, "doc": docs}, features=datasets.Features(
+            {"tokens": datasets.Sequence(datasets.Value("string")), "doc": datasets.Value("int64")})))
         outputs = forward_all(self, features, batch_size, precision)
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
@@ -172,6 +191,30 @@ def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[
     return [p[:budget] or [unk_id] for p in pieces]
 
 
+def context_words(tokens: list[list[str]], docs: list, n: int) -> tuple[list[list[str]], list[list[str]]]:
+    """For each sentence, the last n words before it and the first n after it within its document (consecutive
+    sentences with equal `docs`): at least n word pieces each side, where the document has them."""
+    left, right = [], []
+    for i in range(len(tokens)):
+        before, j = [], i - 1
+        while j >= 0 and docs[j] == docs[i] and len(before) < n:
+            before, j = tokens[j] + before, j - 1
+        after, j = [], i + 1
+        while j < len(tokens) and docs[j] == docs[i] and len(after) < n:
+            after, j = after + tokens[j], j + 1
+        left.append(before[len(before) - n:] if len(before) > n else before)
+        right.append(after[:n])
+    return left, right
+
+
+def _split_room(room: int, left: int, right: int, context: int) -> tuple[int, int]:
+    """Context pieces (left, right) for a window with `room` free places: up to `context` a side, shared evenly,
+    a side with less to give leaving its share to the other."""
+    n_left = min(left, context, room // 2)
+    n_right = min(right, context, room - n_left)
+    return min(left, context, room - n_right), n_right
+
+
 def _tag_id(tag, label2id: dict) -> int:
     if isinstance(tag, int):
         return tag
@@ -180,11 +223,16 @@ def _tag_id(tag, label2id: dict) -> int:
     return label2id[tag]
 
 
-def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None):
-    """`TokenClassification.encode` on a batch of sentences: [CLS] pieces [SEP] per window of whole words."""
+def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None,
+                  context: int = 0):
+    """`TokenClassification.encode` on a batch of sentences: [CLS] [left context] pieces [right context] [SEP] per
+    window of whole words; the context pieces have no word and no label."""
     has_tags = "tags" in batch
     segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
     enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
+    if context:
+        around = {side: tokenizer(batch[f"context_{side}"], is_split_into_words=True, add_special_tokens=False,
+                                  verbose=False)["input_ids"] for side in ("left", "right")}
     out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask", "word_ids",
                            "example_id", "length", *(("labels",) if has_tags else ()))}
     for i, words in enumerate(batch["tokens"]):
@@ -192,18 +240,26 @@ def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id
         tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
         for start, end in word_windows([len(p) for p in pieces], budget, overlap):
             words_in = range(start, end)
-            ids = [tokenizer.cls_token_id, *(p for w in words_in for p in pieces[w]), tokenizer.sep_token_id]
+            ids = [p for w in words_in for p in pieces[w]]
+            n_left = n_right = 0
+            if context:  # the sentence's own words outside the window come first, then the document's
+                left = around["left"][i] + [p for w in range(start) for p in pieces[w]]
+                right = [p for w in range(end, len(words)) for p in pieces[w]] + around["right"][i]
+                n_left, n_right = _split_room(budget - len(ids), len(left), len(right), context)
+                ids = left[len(left) - n_left:] + ids + right[:n_right]
+            ids = [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
             out["input_ids"].append(ids)
             if segments:
                 out["token_type_ids"].append([0] * len(ids))
             out["attention_mask"].append([1] * len(ids))
-            out["word_ids"].append([-1, *(w for w in words_in for _ in pieces[w]), -1])
+            word_ids = [w for w in words_in for _ in pieces[w]]
+            out["word_ids"].append([-1] * (1 + n_left) + word_ids + [-1] * (1 + n_right))
             out["example_id"].append(indices[i])
             out["length"].append(len(ids))
             if has_tags:  # the tag on a word's first piece; -100 (left out of the loss) or `rest` on the others
                 labels = [x for w in words_in for x in [tags[w]] + [rest[tags[w]] if rest else -100] *
                           (len(pieces[w]) - 1)]
-                out["labels"].append([-100, *labels, -100])
+                out["labels"].append([-100] * (1 + n_left) + labels + [-100] * (1 + n_right))
     return out
 
 
