@@ -36,7 +36,7 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/train_throughput.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300
-	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --batch-size 64
+	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --batch-size 64 --repeats 3
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --task mnli
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 	$(OFFLINE) $(BIN)/python benchmarks/feature_cache.py

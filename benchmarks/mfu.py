@@ -1,20 +1,24 @@
 """Model FLOP utilisation: bertkit's training FLOP/s ÷ a bf16 matrix-multiply peak measured in the same run.
 
-    python benchmarks/mfu.py --steps 200          # or: make bench
+    python benchmarks/mfu.py --steps 300 --batch-size 64 --repeats 3      # or: make bench
 
-Peak: the best of several large bf16 `torch.matmul`s on this machine (2·m·n·k FLOP each).
-Training FLOP: the usual 6 × (matmul parameters) per token (forward 2, backward 4) plus the attention score and
-mix products (12 · layers · seq · hidden per token), counted on the padded tokens of the exact batches bertkit
-ran (the batch order is a function of the seed, so it is recomputed here), over the seconds of bertkit's
-training loop (packaged MiniLM, real SST-2 or MNLI, batch 32 unless --batch-size, bf16).
-Embedding look-ups, layer norms, GELU, softmax and the optimiser are not counted: they are real work but not
-matmul FLOP, so MFU understates busy-ness.
+Peak: the best of several large bf16 `torch.matmul`s on this machine (2·m·n·k FLOP each), measured right before
+and right after each training run; the higher of the two is that run's denominator (this machine's speed drifts
+by several percent over minutes, so a peak from another moment would not be comparable).
+Training FLOP: the usual 6 × (encoder matmul parameters) per token (forward 2, backward 4) plus the attention
+score and mix products (12 · layers · seq · hidden per token), counted on the padded tokens of the exact batches
+bertkit ran (the batch order is a function of the seed, so it is recomputed here), plus 6 × (pooler and
+classifier parameters) per sentence (they see only [CLS]), over the seconds of bertkit's training loop (packaged
+MiniLM, real SST-2 or MNLI, batch 32 unless --batch-size, bf16). Embedding look-ups, layer norms, GELU, softmax
+and the optimiser are not counted: they are real work but not matmul FLOP, so MFU understates busy-ness.
+`--repeats N` trains N times from the same start (each run its own peak) and reports every run and the median.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 
@@ -43,54 +47,70 @@ def matmul_peak(sizes=(1024, 2048, 4096), repeats: int = 5) -> tuple[float, int]
     return best, best_n
 
 
+def train_once(args, train, evals, labels, seed: int) -> dict:
+    torch.manual_seed(42)
+    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
+    with tempfile.TemporaryDirectory() as out:
+        run_cfg = bertkit.FinetuneConfig(task=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
+                                         batch_size=args.batch_size,
+                                         freeze_word_embeddings=args.freeze_word_embeddings,
+                                         label_names=labels, eval_every=str(args.steps), seed=seed)
+        first = next(iter(evals.values()))
+        return bertkit.Trainer(clf, run_cfg).fit(train, {"dev": first.select(range(128))})["train"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--task", default="sst2", help="a sequence-classification recipe: sst2 (short sentences), "
                                                       "mnli (sentence pairs, longer)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=1, help="training runs per setting (median reported)")
     parser.add_argument("--freeze-word-embeddings", action="store_true", help="bertkit's option of that name "
                         "(the embedding matrix is not counted in the FLOP either way)")
     parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/<task>")
     args = parser.parse_args()
     data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), args.task)
-    peak_before, n = matmul_peak()
 
     cfg = load_recipe(args.task, {"data_dir": data_dir, "model": "minilm-l6"})
     train, evals, labels = load_classification_data(cfg)
-    torch.manual_seed(42)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
     mc = clf.model.config
     d, layers = mc.hidden_size, mc.num_hidden_layers
-    params = sum(p.numel() for name, p in clf.model.named_parameters()
-                 if p.dim() == 2 and "embeddings" not in name)  # weight matrices of every linear layer
+    matrices = {name: p.numel() for name, p in clf.model.named_parameters()
+                if p.dim() == 2 and "embeddings" not in name}
+    params = sum(n for name, n in matrices.items() if ".encoder." in name)  # every token goes through these
+    head = sum(matrices.values()) - params  # pooler and classifier: the [CLS] vector only
     lengths = clf.encode(train)["length"]
-    with tempfile.TemporaryDirectory() as out:
-        run_cfg = bertkit.FinetuneConfig(task=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
-                                         batch_size=args.batch_size,
-                                         freeze_word_embeddings=args.freeze_word_embeddings,
-                                         label_names=labels, eval_every=str(args.steps), seed=cfg.seed)
-        first = next(iter(evals.values()))
-        result = bertkit.Trainer(clf, run_cfg).fit(train, {"dev": first.select(range(128))})
-    batches = train_batches(lengths, run_cfg.batch_size, run_cfg.seed, 0, run_cfg.group_by_length)[: args.steps]
-    flop = 0.0
-    for idx in batches:
-        seq = max(lengths[i] for i in idx)
-        tokens = seq * len(idx)
-        flop += tokens * (6 * params + 12 * layers * seq * d)
-    seconds = result["train"]["train_seconds"]
-    achieved = flop / seconds
-    peak, n = max((peak_before, n), matmul_peak())  # before and after training: the better one
+    batches = train_batches(lengths, args.batch_size, cfg.seed, 0, True)[: args.steps]  # bertkit's first epoch
+    flop = sum(max(lengths[i] for i in idx) * len(idx) * (6 * params + 12 * layers * max(lengths[i] for i in idx) * d)
+               + len(idx) * 6 * head for idx in batches)
     real = sum(lengths[i] for b in batches for i in b)
     padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
+
+    rows = []
+    for rep in range(args.repeats):
+        before = matmul_peak()
+        result = train_once(args, train, evals, labels, cfg.seed)
+        after = matmul_peak()
+        peak, n = max(before, after)
+        achieved = flop / result["train_seconds"]
+        rows.append((rep, peak, n, achieved, achieved / peak, result["examples_per_s"]))
+
     print(f"\nModel FLOP utilisation (MiniLM-L6, {args.task}, batch {args.batch_size}, bf16, {args.steps} steps, "
           f"word embeddings {'frozen' if args.freeze_word_embeddings else 'trained'}, "
-          f"{torch.get_num_threads()} threads; {params / 1e6:.1f} M matmul parameters; real/padded tokens "
-          f"{real / padded:.3f})")
-    print("| bf16 matmul peak (best n×n) | training FLOP/s | MFU | training examples/s |")
-    print("|---|---|---|---|")
-    print(f"| {peak / 1e12:.3f} TFLOP/s (n={n}) | {achieved / 1e12:.3f} TFLOP/s | {100 * achieved / peak:.1f} % | "
-          f"{result['train']['examples_per_s']:.1f} |")
+          f"{torch.get_num_threads()} threads; {params / 1e6:.2f} M encoder + {head / 1e6:.2f} M head matmul "
+          f"parameters; real/padded tokens {real / padded:.3f})")
+    print("| run | bf16 matmul peak (best n×n, before/after) | training FLOP/s | MFU | training examples/s |")
+    print("|---|---|---|---|---|")
+    for rep, peak, n, achieved, mfu, eps in rows:
+        print(f"| {rep + 1} | {peak / 1e12:.3f} TFLOP/s (n={n}) | {achieved / 1e12:.3f} TFLOP/s | {100 * mfu:.1f} % | "
+              f"{eps:.1f} |")
+    if len(rows) > 1:
+        print(f"| median of {len(rows)} | | {statistics.median(r[3] for r in rows) / 1e12:.3f} TFLOP/s | "
+              f"**{100 * statistics.median(r[4] for r in rows):.1f} %** | "
+              f"{statistics.median(r[5] for r in rows):.1f} |")
+
 
 
 if __name__ == "__main__":
