@@ -65,7 +65,8 @@ def main() -> None:
     parser.add_argument("--task", default="sst2", help="a sequence-classification recipe: sst2 (short sentences), "
                                                       "mnli (sentence pairs, longer)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=1, help="training runs per setting (median reported)")
+    parser.add_argument("--repeats", type=int, default=1, help="training runs, each from the "
+                        "same start (median reported)")
     parser.add_argument("--freeze-word-embeddings", action="store_true", help="bertkit's option of that name "
                         "(the embedding matrix is not counted in the FLOP either way)")
     parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/<task>")
@@ -83,8 +84,10 @@ def main() -> None:
     head = sum(matrices.values()) - params  # pooler and classifier: the [CLS] vector only
     lengths = clf.encode(train)["length"]
     batches = train_batches(lengths, args.batch_size, cfg.seed, 0, True)[: args.steps]  # bertkit's first epoch
-    flop = sum(max(lengths[i] for i in idx) * len(idx) * (6 * params + 12 * layers * max(lengths[i] for i in idx) * d)
-               + len(idx) * 6 * head for idx in batches)
+    flop = 0.0
+    for idx in batches:
+        seq = max(lengths[i] for i in idx)  # padded to the longest in the batch
+        flop += seq * len(idx) * (6 * params + 12 * layers * seq * d) + len(idx) * 6 * head
     real = sum(lengths[i] for b in batches for i in b)
     padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
 

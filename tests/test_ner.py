@@ -231,15 +231,19 @@ def test_document_context_fills_the_window_unlabelled_within_the_document(tiny_b
     long = [random.Random(1).choice(LAST + FILLER) for _ in range(30)]
     f = ner.encode(datasets.Dataset.from_dict({"tokens": [["Paris"], long], "doc": [0, 0]}))
     assert max(f["length"]) <= 16 and len(f) > 3
-    count = [len(ner.tokenizer.tokenize(w)) for w in long]  # pieces per word
-    for ids in f["word_ids"][1:]:  # room left in a window: up to 4 context pieces a side, where there are some
-        inside = [w for w in ids if w >= 0]
+    pieces = [ner.tokenizer.convert_tokens_to_ids(ner.tokenizer.tokenize(w)) for w in long]  # per word
+    for ids, wids in zip(f["input_ids"][1:], f["word_ids"][1:]):  # each window of the long sentence
+        inside = [w for w in wids if w >= 0]
         first, last = inside[0], inside[-1]
-        left, right = 1 + sum(count[:first]), sum(count[last + 1:])  # 1: "Paris", the sentence before
-        room = 14 - len(inside)
-        n_left = min(left, 4, room - min(right, 4, room - min(left, 4, room // 2)))
-        n_right = min(right, 4, room - min(left, 4, room // 2))
-        assert ids == [-1] * (1 + n_left) + inside + [-1] * (1 + n_right)
+        n_left = wids.index(first) - 1  # context pieces between [CLS] and the window's first word
+        n_right = len(wids) - 2 - n_left - len(inside)  # and between the last word and [SEP]
+        assert wids == [-1] * (1 + n_left) + inside + [-1] * (1 + n_right) and n_left <= 4 and n_right <= 4
+        before = ner.tokenizer.convert_tokens_to_ids(["paris"]) + [p for w in range(first) for p in pieces[w]]
+        after = [p for w in range(last + 1, 30) for p in pieces[w]]
+        assert ids[1:1 + n_left] == before[len(before) - n_left:]  # the pieces right before the window
+        assert ids[len(ids) - 1 - n_right:-1] == after[:n_right]  # and right after it
+        room = 14 - len(inside)  # no room left unused while a side still has context to give
+        assert n_left + n_right == room or (n_left == min(4, len(before)) and n_right == min(4, len(after)))
     (pred,) = ner.predict([long], documents=[0])
     assert len(pred["tags"]) == 30 and pred["tokens"] == long  # every word predicted, in order
     with pytest.raises(BertkitError, match="documents: 1 numbers for 2 sentences"):
