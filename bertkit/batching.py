@@ -33,6 +33,13 @@ def sorted_batches(lengths, batch_size: int) -> list[list[int]]:
     return [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
 
 
+def take_rows(features, idx: list[int]) -> list[dict]:
+    """Rows `idx` of a datasets.Dataset as dicts, in order, from one Arrow take (row-by-row access costs
+    ~50 µs a row: 3.2 ms of every 64-sentence training step on this machine)."""
+    columns = features[idx]  # {column: [value per row]}
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
 def shard(batches: list, world: int, rank: int) -> list:
     """This process's batches: every `world`-th, after dropping the remainder so all processes take equal steps."""
     usable = len(batches) // world * world

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .batching import sorted_batches
+from .batching import sorted_batches, take_rows
 from .models import autocast
 
 
@@ -28,7 +28,7 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", acc
     model.eval()
     local: list[tuple[int, dict]] = []
     for idx in tqdm(batches, desc="evaluate", disable=not progress or None, leave=False, unit="batch"):
-        batch = adapter.collate([features[i] for i in idx])
+        batch = adapter.collate(take_rows(features, idx))
         batch = {k: v.to(device) for k, v in batch.items() if k not in adapter.label_keys}
         with autocast(precision, device):
             out = model(**batch)

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from . import checkpoints
-from .batching import shard, train_batches
+from .batching import shard, take_rows, train_batches
 from .config import FinetuneConfig, to_yaml
 from .distributed import check_launch
 from .errors import BertkitError
@@ -166,7 +166,7 @@ class Trainer:
             t0 = time.perf_counter()
             for i, idx in enumerate(micro):
                 is_step = (i + 1) % cfg.grad_accum == 0 or i == len(micro) - 1
-                batch = {k: v.to(acc.device) for k, v in self.adapter.collate([features[j] for j in idx]).items()}
+                batch = {k: v.to(acc.device) for k, v in self.adapter.collate(take_rows(features, idx)).items()}
                 with acc.no_sync(self.model) if not is_step else nullcontext():
                     loss = self.model(**batch).loss
                     acc.backward(loss / cfg.grad_accum)
