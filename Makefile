@@ -40,6 +40,8 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --task mnli
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 	$(OFFLINE) $(BIN)/python benchmarks/feature_cache.py
+	$(OFFLINE) $(BIN)/python benchmarks/batch_fetch.py
+	$(OFFLINE) $(BIN)/python benchmarks/freeze_ab.py --batch-size 64 --blocks 12
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks

@@ -1,0 +1,79 @@
+"""Training speed with and without `--freeze-word-embeddings`, interleaved in one process.
+
+    python benchmarks/freeze_ab.py --batch-size 64 --blocks 12
+
+This machine's speed drifts by 10–20 % over minutes, so separate invocations cannot resolve a few percent.
+Here two copies of the packaged MiniLM (fast dropout, bertkit's AdamW groups, clipping, bf16 autocast) train on
+the same length-grouped SST-2 batches, alternating in blocks of 10 steps (the order flips every block; the first
+block is warm-up), and the ratio of their examples/s is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+import bertkit  # noqa: E402
+from bertkit.batching import take_rows, train_batches  # noqa: E402
+from bertkit.config import load_recipe  # noqa: E402
+from bertkit.data import load_classification_data  # noqa: E402
+from bertkit.fast_dropout import fast_dropout  # noqa: E402
+from bertkit.optim import build_optimizer  # noqa: E402
+
+BLOCK = 10
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--blocks", type=int, default=12, help="timed blocks of 10 steps per configuration")
+    parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/sst2")
+    args = parser.parse_args()
+    data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), "sst2")
+    cfg = load_recipe("sst2", {"data_dir": data_dir, "model": "minilm-l6"})
+    train, _, labels = load_classification_data(cfg)
+    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
+    features = clf.encode(train)
+    batches = train_batches(features["length"], args.batch_size, cfg.seed, 0, True)
+
+    runs = {}
+    for name in ("trained", "frozen"):
+        model = fast_dropout(copy.deepcopy(clf.model)).train()
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(name == "trained")
+        params = [p for p in model.parameters() if p.requires_grad]
+        runs[name] = {"model": model, "params": params, "opt": build_optimizer(model, cfg), "s": 0.0, "n": 0}
+
+    for block in range(args.blocks + 1):
+        chunk = batches[block * BLOCK:(block + 1) * BLOCK]  # both configurations train on these batches
+        for name in (("trained", "frozen") if block % 2 == 0 else ("frozen", "trained")):
+            r = runs[name]
+            t0 = time.perf_counter()
+            for idx in chunk:
+                batch = clf.collate(take_rows(features, idx))
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = r["model"](**batch).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(r["params"], cfg.max_grad_norm)
+                r["opt"].step()
+                r["opt"].zero_grad(set_to_none=True)
+            if block:  # block 0 warms both up
+                r["s"] += time.perf_counter() - t0
+                r["n"] += sum(len(idx) for idx in chunk)
+
+    rate = {name: r["n"] / r["s"] for name, r in runs.items()}
+    print(f"\nSST-2, batch {args.batch_size}, bf16, {args.blocks} interleaved blocks of {BLOCK} steps each")
+    print("| word embeddings trained | frozen | frozen ÷ trained |")
+    print("|---|---|---|")
+    print(f"| {rate['trained']:.1f} examples/s | {rate['frozen']:.1f} examples/s | "
+          f"{rate['frozen'] / rate['trained']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
