@@ -19,11 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
+from sst2_setup import sst2_features  # noqa: E402
 
-import bertkit  # noqa: E402
 from bertkit.batching import take_rows, train_batches  # noqa: E402
-from bertkit.config import load_recipe  # noqa: E402
-from bertkit.data import load_classification_data  # noqa: E402
 from bertkit.fast_dropout import fast_dropout  # noqa: E402
 from bertkit.optim import build_optimizer  # noqa: E402
 
@@ -36,11 +34,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=12, help="timed blocks of 10 steps per configuration")
     parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/sst2")
     args = parser.parse_args()
-    data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), "sst2")
-    cfg = load_recipe("sst2", {"data_dir": data_dir, "model": "minilm-l6"})
-    train, _, labels = load_classification_data(cfg)
-    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
-    features = clf.encode(train)
+    cfg, clf, features = sst2_features(args.data_dir)
     batches = train_batches(features["length"], args.batch_size, cfg.seed, 0, True)
 
     runs = {}
