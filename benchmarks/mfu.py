@@ -115,6 +115,5 @@ def main() -> None:
               f"{statistics.median(r[5] for r in rows):.1f} |")
 
 
-
 if __name__ == "__main__":
     main()
