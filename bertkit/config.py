@@ -111,6 +111,9 @@ class FinetuneConfig:
     max_question_length: int = _f(64, "QA: questions are cut to this many word pieces (BERT's max_query_length).")
     max_answer_length: int = _f(30, "QA: longest answer span considered, in word pieces.")
     n_best: int = _f(20, "QA: best start and end positions tried per window; answers kept per question.")
+    train_answer: str = _f("first", "QA: which reference answer a training question with several is trained on: "
+                                    "'first' (as run_squad.py), or 'consensus' (the one with the highest mean F1 "
+                                    "against the others, ties to the earliest).", choices=["first", "consensus"])
     skip_bad_examples: bool = _f(False, "QA: skip (and count) questions whose answer_start does not index their "
                                         "answer text, instead of stopping with an error.")
     # schedule of evaluation and checkpoints

@@ -12,7 +12,7 @@ import pytest
 from bertkit.cli import main
 from bertkit.config import load_recipe
 from bertkit.data.squad import read_squad_file
-from bertkit.errors import DataError
+from bertkit.errors import BertkitError, DataError
 
 from . import squad_v1_official as official
 from .conftest import FILLER, SHARED_DATA
@@ -162,6 +162,29 @@ def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
     mutate(data, set_key("answers", [{"text": "zzz", "answer_start": 0}], i=1))
     with pytest.raises(DataError, match=r"rajpurkar/squad \(train\), .*question train-t0001: answer_start 0"):
         load_squad_data(cfg)
+
+
+def test_train_answer_consensus_reorders_training_references_only(tmp_path):
+    from bertkit.data.squad import consensus_first, load_squad_data
+
+    context = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California."
+    refs = {"text": ["Santa Clara, California", "Santa Clara", "Santa Clara"], "answer_start": [46, 46, 46]}
+    assert consensus_first(refs) == {"text": ["Santa Clara", "Santa Clara, California", "Santa Clara"],
+                                     "answer_start": [46, 46, 46]}
+    tie = {"text": ["the Santa Clara", "Santa Clara"], "answer_start": [42, 46]}  # equal after normalisation
+    assert consensus_first(tie) == tie and consensus_first({"text": ["x"], "answer_start": [0]})["text"] == ["x"]
+    answers = [{"text": t, "answer_start": context.index(t)} for t in refs["text"]]
+    split = {"version": "1.1", "data": [{"title": "SB", "paragraphs": [{"context": context, "qas": [
+        {"id": "q1", "question": "Where?", "answers": answers}]}]}]}
+    for name in ("train.json", "validation.json"):
+        (tmp_path / name).write_text(json.dumps(split))
+    first = load_squad_data(load_recipe("squad", {"data_dir": str(tmp_path)}))
+    consensus = load_squad_data(load_recipe("squad", {"data_dir": str(tmp_path), "train_answer": "consensus"}))
+    assert first[0][0]["answers"]["text"][0] == "Santa Clara, California"
+    assert consensus[0][0]["answers"]["text"] == ["Santa Clara", "Santa Clara, California", "Santa Clara"]
+    assert consensus[1]["validation"][0]["answers"] == first[1]["validation"][0]["answers"]  # references untouched
+    with pytest.raises(BertkitError, match="'train_answer' must be one of first, consensus"):
+        load_recipe("squad", {"train_answer": "longest"})
 
 
 def test_squad_recipe_defaults():

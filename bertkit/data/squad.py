@@ -27,6 +27,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
+from ..metrics.squad import f1_score
 from .classification import _local_path, load_hub_splits, resolve_data_dir, split_path
 from .readers import _text
 
@@ -155,17 +156,43 @@ def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets
     return out
 
 
+def consensus_first(answers: dict) -> dict:
+    """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
+    earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
+    sets (three crowd answers) often disagree on a span's edges ("Santa Clara" / "Santa Clara, California")."""
+    texts = answers["text"]
+    if len(texts) < 2:
+        return answers
+    agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
+    best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
+    order = [best] + [i for i in range(len(texts)) if i != best]
+    return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}
+
+
+def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
+    if how == "first":
+        return train
+    columns = train.to_dict()
+    columns["answers"] = [consensus_first(a) for a in columns["answers"]]
+    moved = sum(a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0]
+                for a, b in zip(columns["answers"], train["answers"]))
+    logger.info(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference "
+                "than their first")
+    return datasets.Dataset.from_dict(columns, features=train.features)
+
+
 def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train questions, evaluation questions by name (file stem or hub split), and no label names."""
     data_dir = resolve_data_dir(cfg)
     if data_dir is None and not Path(cfg.train_file or "").is_absolute():
         limits = [cfg.max_train_samples] + [cfg.max_eval_samples] * (len(cfg.hub_splits) - 1)
         train, *evals = _from_hub(cfg, list(cfg.hub_splits), limits)
-        return train, dict(zip(cfg.hub_splits[1:], evals)), []
+        return _train_answers(train, cfg.train_answer), dict(zip(cfg.hub_splits[1:], evals)), []
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
     read = dict(skip_bad=cfg.skip_bad_examples)
     train, _ = read_squad_file(_local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
+    train = _train_answers(train, cfg.train_answer)
     evals = {}
     for name in cfg.validation_files:
         path = _local_path(data_dir, name)
