@@ -164,7 +164,7 @@ def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
         load_squad_data(cfg)
 
 
-def test_train_answer_consensus_reorders_training_references_only(tmp_path):
+def test_train_answer_consensus_reorders_training_references_only(tmp_path, capsys):
     from bertkit.data.squad import consensus_first, load_squad_data
 
     context = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California."
@@ -182,6 +182,7 @@ def test_train_answer_consensus_reorders_training_references_only(tmp_path):
     consensus = load_squad_data(load_recipe("squad", {"data_dir": str(tmp_path), "train_answer": "consensus"}))
     assert first[0][0]["answers"]["text"][0] == "Santa Clara, California"
     assert consensus[0][0]["answers"]["text"] == ["Santa Clara", "Santa Clara, California", "Santa Clara"]
+    assert "train_answer consensus: 1 of 1 training questions" in capsys.readouterr().err
     assert consensus[1]["validation"][0]["answers"] == first[1]["validation"][0]["answers"]  # references untouched
     with pytest.raises(BertkitError, match="'train_answer' must be one of first, consensus"):
         load_recipe("squad", {"train_answer": "longest"})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import datasets
@@ -176,8 +177,8 @@ def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
     columns["answers"] = [consensus_first(a) for a in columns["answers"]]
     moved = sum(a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0]
                 for a, b in zip(columns["answers"], train["answers"]))
-    logger.info(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference "
-                "than their first")
+    print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
+          "their first", file=sys.stderr)
     return datasets.Dataset.from_dict(columns, features=train.features)
 
 
