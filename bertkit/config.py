@@ -76,6 +76,9 @@ class FinetuneConfig:
     ner_context: int = _f(0, "Token classification: document context, up to this many word pieces on each side of a "
                              "sentence from the text around it in its document (CoNLL -DOCSTART- blocks), filling "
                              "the window up to max_length; unlabelled. 0 = each sentence alone.")
+    ner_casing: bool = _f(False, "Token classification: give the model each word's casing (no capital, Capitalised, "
+                                 "ALL CAPS, mixed) as its token type id, for uncased checkpoints that lower-case "
+                                 "the text; the token type table grows to 4 rows, the new ones copies of row 0.")
     # optimisation (BERT paper defaults in the recipes)
     max_length: int = _f(128, "Maximum sequence length in word pieces.")
     batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")
@@ -225,6 +228,8 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
         raise BertkitError(f"{source}: 'ner_context' must be 0 or more word pieces")
     if cfg.ner_context and cfg.adapter != "token-classification":
         raise BertkitError(f"{source}: 'ner_context' applies to token-classification only")
+    if cfg.ner_casing and cfg.adapter != "token-classification":
+        raise BertkitError(f"{source}: 'ner_casing' applies to token-classification only")
     if cfg.window_overlap < 0:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:

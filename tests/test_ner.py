@@ -29,6 +29,7 @@ from bertkit.data.conll import (
 )
 from bertkit.errors import BertkitError, DataError
 from bertkit.metrics.ner import EntityScores
+from bertkit.tasks.casing import CASING_TYPES, casing_type_ids, word_casing
 from bertkit.tasks.windows import merge_windows, word_windows
 
 from . import conlleval
@@ -493,3 +494,52 @@ def test_real_conll2003_files_parse_completely():
         assert sum(len(get_entities(tags)) for tags in data["tags"]) == entities, name
         if name == "train.txt":
             assert label_names_for(data["tags"]) == LABELS
+
+
+# --- word casing as token type ids (ner_casing) ---------------------------------------------------------------------
+def test_word_casing_classes():
+    words = ["call", "German", "EU", "U.S.", "McDonald", "1996-08-22", "I", "O'Neill", ",", "eBay"]
+    assert [word_casing(w) for w in words] == [0, 1, 2, 2, 3, 0, 1, 3, 0, 3]
+
+
+def test_casing_type_ids_follow_each_word_into_its_pieces_and_context(tiny_bert):
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16, context=4,
+                                                      casing=True)
+    table = ner.model.bert.embeddings.token_type_embeddings.weight  # [types, hidden]
+    assert table.shape[0] == CASING_TYPES and ner.model.config.type_vocab_size == CASING_TYPES
+    assert torch.equal(table[3], table[0]) and ner.model.config.bertkit_casing is True
+    doc = [["NASA", "met"], ["Anna", "Okonkwo", "in", "Paris"], ["today", "eBay"]]
+    f = ner.encode(datasets.Dataset.from_dict({"tokens": doc, "doc": [0, 0, 0]}))
+    pieces = ner.tokenizer.convert_ids_to_tokens(f["input_ids"][1])
+    assert pieces[:5] == ["[CLS]", "nasa", "met", "anna", "ok"]  # 2 context pieces, then Okonkwo's 4 pieces
+    expected = [0, 2, 0, 1] + [1] * len(ner.tokenizer.tokenize("Okonkwo")) + [0, 1, 0]
+    expected += [3] * len(ner.tokenizer.tokenize("eBay")) + [0]
+    assert f["token_type_ids"][1] == expected
+    off = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16)
+    assert set(off.encode(datasets.Dataset.from_dict({"tokens": doc}))["token_type_ids"][1]) == {0}
+
+
+def test_a_casing_checkpoint_loads_in_plain_transformers_and_in_bertkit(tiny_bert, tmp_path):
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, casing=True)
+    with torch.no_grad():  # make the casing rows matter, as training would
+        ner.model.bert.embeddings.token_type_embeddings.weight[1:].normal_(0, 1.0)
+    ner.save(tmp_path / "cased")
+    sentences = [["EU", "rejects", "German", "call"], ["Peter", "Kowalczyk", "visited", "the", "United", "Nations"]]
+    again = bertkit.TokenClassification.from_pretrained(str(tmp_path / "cased"))  # casing comes from the config
+    assert again.casing
+    ours = again.predict(sentences)
+    model = AutoModelForTokenClassification.from_pretrained(tmp_path / "cased").eval()
+    tok = AutoTokenizer.from_pretrained(tmp_path / "cased")
+    assert model.config.type_vocab_size == CASING_TYPES
+    for words, pred in zip(sentences, ours):
+        enc = tok(words, is_split_into_words=True, return_tensors="pt")
+        types = torch.tensor([casing_type_ids(tok, words)])
+        with torch.no_grad():
+            logits = model(**{**enc, "token_type_ids": types}).logits[0]  # [pieces, labels]
+            uncased = model(**enc).logits[0]  # token types all 0: every word read as lower case
+        firsts = [p for p, w in enumerate(enc.word_ids()) if w is not None and (p == 0 or enc.word_ids()[p - 1] != w)]
+        assert [model.config.id2label[int(logits[p].argmax())] for p in firsts] == pred["tags"]
+        assert not torch.allclose(logits, uncased)
+    with pytest.raises(BertkitError, match="'ner_casing' applies to token-classification only"):
+        load_recipe("sst2", {"ner_casing": True})
+    assert bertkit.TokenClassification.options_from_config(load_recipe("conll2003", {"ner_casing": True}))["casing"]

@@ -9,6 +9,8 @@ and each word takes its prediction from the window where it has the most context
 gets a tag. With `context=N` (config `ner_context`) each window is filled, up to max_length, with at most N word
 pieces on each side from the text around it in the same document (the BERT paper's "maximal document context",
 §5.3; FLERT, Schweter & Akbik 2020, uses 64): unlabelled, and not predicted from that window.
+With `casing=True` (config `ner_casing`) each piece's token type id is its word's casing (`casing.py`), for
+uncased checkpoints.
 Tags are the raw argmax per word, not repaired into valid IOB2: that is what conlleval scores, reading an
 `I-T` after `O` as the start of an entity. Entity spans are read by the same rule (seqeval's `get_entities`).
 
@@ -38,6 +40,7 @@ from ..inference import forward_all
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
 from .base import Adapter
+from .casing import add_casing_types, word_casing
 from .windows import merge_windows, word_windows
 
 # Raw text → words: abbreviations (U.S.), numbers with . , : - / (1996-08-22, 3.5), words with inner hyphens or
@@ -45,8 +48,6 @@ from .windows import merge_windows, word_windows
 # pass pre-split words for full control.
 WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/-]\d+)*|\w+(?:[-'’]\w+)*|\S")
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels")
-
-
 def split_words(text: str) -> list[tuple[str, int, int]]:
     """(word, start, end) character spans of the words of raw text.
 
@@ -65,7 +66,7 @@ class TokenClassification(Adapter):
     metric_builtins = NER_BUILTIN
 
     def __init__(self, *args, label_all_pieces: bool = False, window_overlap: int | None = None, context: int = 0,
-                 **kwargs):
+                 casing: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         # no max_length given: the one the checkpoint was fine-tuned with (see `save`), else 128
         self.max_length = self.max_length or getattr(self.model.config, "bertkit_max_length", 128)
@@ -79,6 +80,9 @@ class TokenClassification(Adapter):
         if context < 0:
             raise BertkitError(f"ner_context must be 0 or more word pieces (got {context})")
         self.label_all_pieces, self.context = label_all_pieces, context
+        self.casing = casing or getattr(self.model.config, "bertkit_casing", False)  # a casing checkpoint: always
+        if self.casing:
+            add_casing_types(self.model, self.tokenizer)
         self.label2id = {name: i for i, name in enumerate(self.label_names)}
         self._collator = DataCollatorForTokenClassification(self.tokenizer)  # pads labels with -100
 
@@ -91,7 +95,7 @@ class TokenClassification(Adapter):
     @classmethod
     def options_from_config(cls, cfg) -> dict:
         return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap,
-                "context": cfg.ner_context}
+                "context": cfg.ner_context, "casing": cfg.ner_casing}
 
     @classmethod
     def load_data(cls, cfg):
@@ -116,8 +120,8 @@ class TokenClassification(Adapter):
                                         else [0] * len(examples), self.context)
             examples = examples.add_column("context_left", left).add_column("context_right", right)
         settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
-                        label2id=self.label2id, rest=rest, context=self.context)  # passed, not captured
-        # (`self` holds the model)
+                        label2id=self.label2id, rest=rest, context=self.context,
+                        casing=self.casing)  # passed, not captured (`self` holds the model)
         identity = {"adapter": type(self).__name__, **{k: v for k, v in settings.items() if k != "tokenizer"}}
         return cached_map(examples, _encode_batch, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
                           desc="tokenize" if len(examples) > 10_000 else None)
@@ -224,33 +228,45 @@ def _tag_id(tag, label2id: dict) -> int:
 
 
 def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None,
-                  context: int = 0):
+                  context: int = 0, casing: bool = False):
     """`TokenClassification.encode` on a batch of sentences: [CLS] [left context] pieces [right context] [SEP] per
-    window of whole words; the context pieces have no word and no label."""
+    window of whole words; the context pieces have no word and no label. Token type ids: 0, or with `casing`
+    each piece's word's casing (0 on [CLS] and [SEP])."""
     has_tags = "tags" in batch
     segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
     enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
     if context:
-        around = {side: tokenizer(batch[f"context_{side}"], is_split_into_words=True, add_special_tokens=False,
-                                  verbose=False)["input_ids"] for side in ("left", "right")}
+        around, around_types = {}, {}
+        for side in ("left", "right"):
+            words = batch[f"context_{side}"]
+            side_enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
+            around[side] = side_enc["input_ids"]
+            around_types[side] = [[word_casing(words[i][w]) if casing else 0 for w in side_enc.word_ids(i)]
+                                  for i in range(len(words))]
     out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask", "word_ids",
                            "example_id", "length", *(("labels",) if has_tags else ()))}
     for i, words in enumerate(batch["tokens"]):
         pieces = _word_pieces(enc, i, len(words), budget, tokenizer.unk_token_id)
         tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
+        word_type = [word_casing(w) if casing else 0 for w in words]
         for start, end in word_windows([len(p) for p in pieces], budget, overlap):
             words_in = range(start, end)
             ids = [p for w in words_in for p in pieces[w]]
+            types = [word_type[w] for w in words_in for _ in pieces[w]]
             n_left = n_right = 0
             if context:  # the sentence's own words outside the window come first, then the document's
                 left = around["left"][i] + [p for w in range(start) for p in pieces[w]]
+                left_types = around_types["left"][i] + [word_type[w] for w in range(start) for _ in pieces[w]]
                 right = [p for w in range(end, len(words)) for p in pieces[w]] + around["right"][i]
+                right_types = [word_type[w] for w in range(end, len(words)) for _ in pieces[w]] + around_types[
+                    "right"][i]
                 n_left, n_right = _split_room(budget - len(ids), len(left), len(right), context)
                 ids = left[len(left) - n_left:] + ids + right[:n_right]
+                types = left_types[len(left) - n_left:] + types + right_types[:n_right]
             ids = [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
             out["input_ids"].append(ids)
             if segments:
-                out["token_type_ids"].append([0] * len(ids))
+                out["token_type_ids"].append([0, *types, 0])
             out["attention_mask"].append([1] * len(ids))
             word_ids = [w for w in words_in for _ in pieces[w]]
             out["word_ids"].append([-1] * (1 + n_left) + word_ids + [-1] * (1 + n_right))
