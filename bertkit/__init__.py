@@ -26,8 +26,9 @@ from .tasks import (  # noqa: E402
     TokenClassification,
     adapter_for_checkpoint,
 )
+from .tasks.casing import casing_type_ids  # noqa: E402
 from .train import Trainer  # noqa: E402
 
 __all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "QuestionAnswering", "SequenceClassification",
-           "TokenClassification",
-           "Trainer", "adapter_for_checkpoint", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]
+           "TokenClassification", "Trainer", "adapter_for_checkpoint", "casing_type_ids", "compute_metrics",
+           "load_recipe", "resolve_metrics", "__version__"]

@@ -17,8 +17,8 @@ def test_notebook_example_runs_on_the_tiny_model(tiny_bert, sst2_dir, tmp_path):
     assert "{0: 'negative', 1: 'positive'}" in proc.stdout
 
 
-def run_example(name, env):
-    proc = subprocess.run([sys.executable, str(REPO / "examples" / name)], env={**os.environ, **env},
+def run_example(name, env, args=()):
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / name), *args], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
@@ -51,3 +51,16 @@ def test_extract_example_runs_on_the_tiny_model(tiny_bert, tmp_path):
     out = run_example("extract_notebook.py", {"BERTKIT_EXAMPLE_MODEL": str(tiny_bert), "BERTKIT_EXAMPLE_LAYERS": "all",
                                               "BERTKIT_EXAMPLE_OUT": str(tmp_path / "feats")})
     assert "[(9, 64), (2, 64)]" in out and "[(32,), (32,)]" in out and "(9, 64)" in out.splitlines()[-2]
+
+
+def test_casing_example_scores_a_casing_checkpoint_from_plain_transformers(tiny_bert, tmp_path):
+    import bertkit
+
+    from .test_ner import LABELS, write_conll
+
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, casing=True)
+    ner.save(tmp_path / "cased")
+    out = run_example("ner_casing_plain.py", {}, [str(tmp_path / "cased"),
+                                                  str(write_conll(tmp_path / "test.txt", 8, seed=2, long_every=4))])
+    assert "type_vocab_size 4, bertkit_casing True; 8 sentences" in out
+    assert "entity F1 with casing ids:" in out and "entity F1 without (all 0):" in out

@@ -29,7 +29,7 @@ from bertkit.data.conll import (
 )
 from bertkit.errors import BertkitError, DataError
 from bertkit.metrics.ner import EntityScores
-from bertkit.tasks.casing import CASING_TYPES, casing_type_ids, word_casing
+from bertkit.tasks.casing import CASING_TYPES, word_casing
 from bertkit.tasks.windows import merge_windows, word_windows
 
 from . import conlleval
@@ -533,7 +533,7 @@ def test_a_casing_checkpoint_loads_in_plain_transformers_and_in_bertkit(tiny_ber
     assert model.config.type_vocab_size == CASING_TYPES
     for words, pred in zip(sentences, ours):
         enc = tok(words, is_split_into_words=True, return_tensors="pt")
-        types = torch.tensor([casing_type_ids(tok, words)])
+        types = torch.tensor([bertkit.casing_type_ids(tok, words)])
         with torch.no_grad():
             logits = model(**{**enc, "token_type_ids": types}).logits[0]  # [pieces, labels]
             uncased = model(**enc).logits[0]  # token types all 0: every word read as lower case
