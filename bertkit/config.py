@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -265,8 +266,8 @@ def load_recipe(name: str, overrides: dict | None = None) -> FinetuneConfig:
         raise BertkitError(f"{path}: a recipe must be a mapping of key: value")
     cfg = apply(FinetuneConfig(), values, str(path))
     overrides = overrides or {}
-    for model, fields in cfg.model_overrides.items():  # check every entry, not only the one used
-        apply(FinetuneConfig(), fields, f"{path}: model_overrides.{model}")
+    for model, fields in cfg.model_overrides.items():  # check every entry (on the recipe), not only the one used
+        apply(copy.deepcopy(cfg), fields, f"{path}: model_overrides.{model}")
     tuned = cfg.model_overrides.get(overrides.get("model", cfg.model), {})
     cfg = apply(cfg, {k: v for k, v in tuned.items() if k not in overrides}, f"{path}: model_overrides")
     return apply(cfg, overrides, "command line")

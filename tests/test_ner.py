@@ -447,6 +447,8 @@ def test_recipe_has_bert_paper_defaults():
                                                                                   128)
     assert (cfg.validation_files, cfg.test_file, cfg.main_metric) == (["valid.txt"], "test.txt", "f1")
     assert cfg.metrics == ["precision", "recall", "f1", "per_type"]
+    assert not cfg.ner_casing  # the default model is cased; the uncased MiniLM gets the casing ids
+    assert load_recipe("conll2003", {"model": "minilm-l6"}).ner_casing
 
 
 def test_hub_copy_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
