@@ -48,6 +48,8 @@ from .windows import merge_windows, word_windows
 # pass pre-split words for full control.
 WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/-]\d+)*|\w+(?:[-'’]\w+)*|\S")
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels")
+
+
 def split_words(text: str) -> list[tuple[str, int, int]]:
     """(word, start, end) character spans of the words of raw text.
 
