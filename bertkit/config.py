@@ -79,7 +79,7 @@ class FinetuneConfig:
                              "the window up to max_length; unlabelled. 0 = each sentence alone.")
     ner_casing: bool = _f(False, "Token classification: give the model each word's casing (no capital, Capitalised, "
                                  "ALL CAPS, mixed) as its token type id, for uncased checkpoints that lower-case "
-                                 "the text; the token type table grows to 4 rows, the new ones copies of row 0.")
+                                 "the text; the token type table grows to 4 rows, each starting as a copy of row 0.")
     # optimisation (BERT paper defaults in the recipes)
     max_length: int = _f(128, "Maximum sequence length in word pieces.")
     batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")

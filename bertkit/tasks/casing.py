@@ -1,7 +1,8 @@
 """Word casing as token type ids (`ner_casing`), for uncased checkpoints: their tokenizer lower-cases the text, and
 capitals are much of what marks a name. Each word piece's token type id becomes its word's casing class; the
-token type table grows to CASING_TYPES rows, the new ones copies of row 0, so training starts from the uncased
-model's behaviour. The checkpoint records `bertkit_casing: true` in its config and loads in plain transformers,
+token type table grows to CASING_TYPES rows and every row starts as a copy of row 0 (segment A; segment B's row
+becomes "Capitalised": single-sentence tagging never uses it), so training starts from the uncased model's
+behaviour. The checkpoint records `bertkit_casing: true` in its config and loads in plain transformers,
 which, given no token type ids, reads every word as class 0: `casing_type_ids` gives them there.
 """
 
@@ -40,8 +41,8 @@ def casing_type_ids(tokenizer, words: list[str]) -> list[int]:
 
 
 def add_casing_types(model, tokenizer) -> None:
-    """Grow the token type table to CASING_TYPES rows (new rows: copies of row 0; no-op when it has them) and
-    mark the config."""
+    """Grow the token type table to CASING_TYPES rows, each a copy of row 0 (no-op when it has them already),
+    and mark the config."""
     table = getattr(getattr(model.base_model, "embeddings", None), "token_type_embeddings", None)
     if table is None or "token_type_ids" not in tokenizer.model_input_names:
         raise BertkitError(f"ner_casing needs a model with token type embeddings (BERT-style); "
