@@ -41,7 +41,8 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 	$(OFFLINE) $(BIN)/python benchmarks/feature_cache.py
 	$(OFFLINE) $(BIN)/python benchmarks/batch_fetch.py
-	$(OFFLINE) $(BIN)/python benchmarks/freeze_ab.py --batch-size 64 --blocks 12
+	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
+	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks

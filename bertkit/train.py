@@ -30,6 +30,7 @@ from .config import FinetuneConfig, to_yaml
 from .distributed import check_launch
 from .errors import BertkitError
 from .fast_dropout import fast_dropout, restore_dropout
+from .fused_qkv import fuse_qkv, unfuse_qkv
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
@@ -103,6 +104,8 @@ class Trainer:
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
         if cfg.fast_dropout and acc.device.type == "cpu":
             fast_dropout(self.adapter.model)  # undone in _finish; saved files are unaffected
+        if cfg.fused_qkv:
+            fuse_qkv(self.adapter.model)  # likewise
         # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
@@ -263,7 +266,7 @@ class Trainer:
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
-        model = restore_dropout(acc.unwrap_model(self.model))
+        model = unfuse_qkv(restore_dropout(acc.unwrap_model(self.model)))
         if self.cfg.freeze_word_embeddings:  # undo it, so the adapter trains normally later
             model.get_input_embeddings().weight.requires_grad_(True)
         last = self._last_eval

@@ -1,11 +1,15 @@
-"""Training speed with and without `--freeze-word-embeddings`, interleaved in one process.
+"""Training speed of bertkit's step with and without one change, interleaved in one process.
 
-    python benchmarks/freeze_ab.py --batch-size 64 --blocks 12
+    python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
+    python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
 
 This machine's speed drifts by 10–20 % over minutes, so separate invocations cannot resolve a few percent.
-Here two copies of the packaged MiniLM (fast dropout, bertkit's AdamW groups, clipping, bf16 autocast) train on
-the same length-grouped SST-2 batches, alternating in blocks of 10 steps (the order flips every block; the first
-block is warm-up), and the ratio of their examples/s is printed.
+Here two copies of the packaged MiniLM (fast dropout, fused QKV, bertkit's AdamW groups, clipping, bf16 autocast)
+train on the same length-grouped SST-2 batches, alternating in blocks of 10 steps (the order flips every block;
+the first block is warm-up), and the ratio of their examples/s is printed. The variant is applied to the copy
+named after it:
+  freeze-word-embeddings  the word-embedding matrix is not trained (`--freeze-word-embeddings`)
+  unfused-qkv             query, key and value as three matmuls, as Hugging Face runs them (`--no-fused-qkv`)
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from sst2_setup import sst2_features  # noqa: E402
 
 from bertkit.batching import take_rows, train_batches  # noqa: E402
 from bertkit.fast_dropout import fast_dropout  # noqa: E402
+from bertkit.fused_qkv import fuse_qkv  # noqa: E402
 from bertkit.optim import build_optimizer  # noqa: E402
 
 BLOCK = 10
+VARIANTS = ("freeze-word-embeddings", "unfused-qkv")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", choices=VARIANTS, default=VARIANTS[0])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--blocks", type=int, default=12, help="timed blocks of 10 steps per configuration")
     parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/sst2")
@@ -37,16 +44,19 @@ def main() -> None:
     cfg, clf, features = sst2_features(args.data_dir)
     batches = train_batches(features["length"], args.batch_size, cfg.seed, 0, True)
 
+    names = ("bertkit", args.variant)
     runs = {}
-    for name in ("trained", "frozen"):
+    for name in names:
         model = fast_dropout(copy.deepcopy(clf.model)).train()
-        model.bert.embeddings.word_embeddings.weight.requires_grad_(name == "trained")
+        if name != "unfused-qkv":
+            fuse_qkv(model)
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(name != "freeze-word-embeddings")
         params = [p for p in model.parameters() if p.requires_grad]
         runs[name] = {"model": model, "params": params, "opt": build_optimizer(model, cfg), "s": 0.0, "n": 0}
 
     for block in range(args.blocks + 1):
         chunk = batches[block * BLOCK:(block + 1) * BLOCK]  # both configurations train on these batches
-        for name in (("trained", "frozen") if block % 2 == 0 else ("frozen", "trained")):
+        for name in (names if block % 2 == 0 else names[::-1]):
             r = runs[name]
             t0 = time.perf_counter()
             for idx in chunk:
@@ -63,10 +73,10 @@ def main() -> None:
 
     rate = {name: r["n"] / r["s"] for name, r in runs.items()}
     print(f"\nSST-2, batch {args.batch_size}, bf16, {args.blocks} interleaved blocks of {BLOCK} steps each")
-    print("| word embeddings trained | frozen | frozen ÷ trained |")
+    print(f"| bertkit | {args.variant} | {args.variant} ÷ bertkit |")
     print("|---|---|---|")
-    print(f"| {rate['trained']:.1f} examples/s | {rate['frozen']:.1f} examples/s | "
-          f"{rate['frozen'] / rate['trained']:.3f} |")
+    print(f"| {rate['bertkit']:.1f} examples/s | {rate[args.variant]:.1f} examples/s | "
+          f"{rate[args.variant] / rate['bertkit']:.3f} |")
 
 
 if __name__ == "__main__":
