@@ -20,7 +20,7 @@ from pathlib import Path
 import datasets
 import torch
 from accelerate import Accelerator
-from accelerate.utils import TorchDynamoPlugin
+from accelerate.utils import DistributedType, TorchDynamoPlugin
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
@@ -34,7 +34,7 @@ from .fused_qkv import fuse_qkv, unfuse_qkv
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
-from .optim import build_optimizer, reinit_pooler
+from .optim import build_optimizer, clip_gradients, reinit_pooler
 from .report import write_report
 from .trackers import check_trackers
 from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
@@ -110,6 +110,9 @@ class Trainer:
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
         self._trained = [p for p in self.model.parameters() if p.requires_grad]
+        # CPU (one process or DDP): clip skipping the no-op rescale; elsewhere accelerate's (scalers, sharding)
+        self._cpu_clip = (acc.device.type == "cpu" and acc.scaler is None
+                          and acc.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU))
         self.scheduler = scheduler  # its state goes into trainer_state.json (JSON, not a pickle)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
@@ -161,6 +164,7 @@ class Trainer:
                    disable=not acc.is_main_process or None)
         self.model.train()
         loss_sum = torch.zeros((), device=acc.device)  # summed on device: no per-step host synchronisation
+        self._grad_stats = torch.zeros(3, device=acc.device)  # Σ gradient norm, steps clipped, steps
         lengths, done = features["length"], state["global_step"] >= total_steps
         self._since_log = (0, time.perf_counter())
         while not done:
@@ -178,7 +182,10 @@ class Trainer:
                 state["examples_seen"] += len(idx) * world
                 if not is_step:
                     continue
-                acc.clip_grad_norm_(self._trained, cfg.max_grad_norm)
+                norm = clip_gradients(self._trained, cfg.max_grad_norm, skip_when_within=True) if self._cpu_clip \
+                    else acc.clip_grad_norm_(self._trained, cfg.max_grad_norm)
+                if norm is not None:  # None from some sharded set-ups
+                    self._grad_stats += torch.stack([norm, norm > cfg.max_grad_norm, torch.ones_like(norm)]).float()
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -212,7 +219,9 @@ class Trainer:
         return self._finish(state, eval_sets, test)
 
     def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
-        """Read the summed loss (one host sync), stop on NaN/inf before any checkpoint can keep it, log."""
+        """Read the summed loss and gradient norms (one host sync), stop on NaN/inf before any checkpoint can
+        keep it, log: mean loss, learning rate, examples/s, mean gradient norm (before clipping) and how many
+        steps were clipped."""
         n, since = self._since_log
         if n == 0:
             return
@@ -224,15 +233,17 @@ class Trainer:
         now = time.perf_counter()
         lr = max(self.scheduler.get_last_lr())  # the head's rate when layer_lr_decay gives layers lower ones
         rate = n * self.cfg.batch_size * self.accelerator.num_processes / (now - since)
+        norm_sum, clipped, steps = self._grad_stats.tolist()
+        grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
         bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
         if self.accelerator.is_main_process:
-            append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss,
-                                                               "lr": lr,
-                                                               "examples_per_s": rate})
+            append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss, "lr": lr,
+                                                               "examples_per_s": rate, **grads})
         if self.cfg.report_to:
-            self.accelerator.log({"train/loss": mean_loss, "train/lr": lr,
-                                  "train/examples_per_s": rate}, step=step)
+            self.accelerator.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
+                                  **{f"train/{k}": v for k, v in grads.items()}}, step=step)
         loss_sum.zero_()
+        self._grad_stats.zero_()
         self._since_log = (0, now)
 
     def _evaluate(self, state: dict, eval_sets: dict, steps_per_epoch: int) -> bool:
