@@ -45,16 +45,3 @@ def reinit_pooler(model) -> None:
             module.weight.data.normal_(0.0, model.config.initializer_range)
             module.bias.data.zero_()
 
-
-def clip_gradients(params, max_norm: float, skip_when_within: bool) -> torch.Tensor:
-    """Scale the gradients so their total norm is at most `max_norm`, as `torch.nn.utils.clip_grad_norm_`.
-
-    torch always rescales, by 1.0 when the norm is already within `max_norm`: a pass over every gradient (22.7 M
-    values for the MiniLM). With `skip_when_within` (the trainer sets it on CPU, where reading the norm costs no
-    device synchronisation) that pass is skipped when it would multiply by 1.0; the result is the same.
-    """
-    grads = [p.grad for p in params if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-    if not skip_when_within or norm.item() + 1e-6 > max_norm:  # torch's own condition for a factor below 1
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
-    return norm

@@ -20,7 +20,7 @@ from pathlib import Path
 import datasets
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, TorchDynamoPlugin
+from accelerate.utils import TorchDynamoPlugin
 from tqdm.auto import tqdm
 from transformers import get_linear_schedule_with_warmup
 
@@ -34,7 +34,7 @@ from .fused_qkv import fuse_qkv, unfuse_qkv
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
-from .optim import build_optimizer, clip_gradients, reinit_pooler
+from .optim import build_optimizer, reinit_pooler
 from .report import write_report
 from .trackers import check_trackers
 from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
@@ -110,9 +110,6 @@ class Trainer:
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
         self._trained = [p for p in self.model.parameters() if p.requires_grad]
-        # CPU (one process or DDP): clip skipping the no-op rescale; elsewhere accelerate's (scalers, sharding)
-        self._cpu_clip = (acc.device.type == "cpu" and acc.scaler is None
-                          and acc.distributed_type in (DistributedType.NO, DistributedType.MULTI_CPU))
         self.scheduler = scheduler  # its state goes into trainer_state.json (JSON, not a pickle)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
@@ -182,8 +179,7 @@ class Trainer:
                 state["examples_seen"] += len(idx) * world
                 if not is_step:
                     continue
-                norm = clip_gradients(self._trained, cfg.max_grad_norm, skip_when_within=True) if self._cpu_clip \
-                    else acc.clip_grad_norm_(self._trained, cfg.max_grad_norm)
+                norm = acc.clip_grad_norm_(self._trained, cfg.max_grad_norm)  # the norm before clipping
                 if norm is not None:  # None from some sharded set-ups
                     self._grad_stats += torch.stack([norm, norm > cfg.max_grad_norm, torch.ones_like(norm)]).float()
                 self.optimizer.step()
