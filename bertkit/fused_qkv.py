@@ -53,4 +53,3 @@ def unfuse_qkv(model: nn.Module) -> nn.Module:
     for module in _self_attentions(model):
         module.__dict__.pop("forward", None)
     return model
-

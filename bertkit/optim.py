@@ -44,4 +44,3 @@ def reinit_pooler(model) -> None:
         if isinstance(module, torch.nn.Linear):
             module.weight.data.normal_(0.0, model.config.initializer_range)
             module.bias.data.zero_()
-

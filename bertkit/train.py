@@ -215,9 +215,9 @@ class Trainer:
         return self._finish(state, eval_sets, test)
 
     def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
-        """Read the summed loss and gradient norms (one host sync), stop on NaN/inf before any checkpoint can
-        keep it, log: mean loss, learning rate, examples/s, mean gradient norm (before clipping) and how many
-        steps were clipped."""
+        """Read the summed loss and gradient norms (host reads once per log interval), stop on NaN/inf before any
+        checkpoint can keep it, log: mean loss, learning rate, examples/s, mean gradient norm (before clipping)
+        and how many steps were clipped."""
         n, since = self._since_log
         if n == 0:
             return
