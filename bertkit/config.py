@@ -103,7 +103,7 @@ class FinetuneConfig:
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
                                   "drop probability exact to 1/65536; see bertkit/fast_dropout.py).")
     fused_qkv: bool = _f(True, "Training: compute BERT's query, key and value projections as one matmul (the same "
-                               "weights and results; see bertkit/fused_qkv.py).")
+                               "weights; results equal up to rounding; see bertkit/fused_qkv.py).")
     reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
                                     "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
                                     "trained (sentence-embedding models such as all-MiniLM).")
