@@ -2,6 +2,7 @@
 
     python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
     python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
+    python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
 
 This machine's speed drifts by 10–20 % over minutes, so separate invocations cannot resolve a few percent.
 Here two copies of the packaged MiniLM (fast dropout, fused QKV, bertkit's AdamW groups, clipping, bf16 autocast)
@@ -10,6 +11,8 @@ the first block is warm-up), and the ratio of their examples/s is printed. The v
 named after it:
   freeze-word-embeddings  the word-embedding matrix is not trained (`--freeze-word-embeddings`)
   unfused-qkv             query, key and value as three matmuls, as Hugging Face runs them (`--no-fused-qkv`)
+  mmap-malloc             glibc's default allocation (large blocks mmapped, freed memory returned) instead of
+                          bertkit's `keep_heap` (`--no-keep-heap`); switched before each block, both in this process
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from sst2_setup import sst2_features  # noqa: E402
 from bertkit.batching import take_rows, train_batches  # noqa: E402
 from bertkit.fast_dropout import fast_dropout  # noqa: E402
 from bertkit.fused_qkv import fuse_qkv  # noqa: E402
+from bertkit.heap import keep_heap, release_heap  # noqa: E402
 from bertkit.optim import build_optimizer  # noqa: E402
 
 BLOCK = 10
-VARIANTS = ("freeze-word-embeddings", "unfused-qkv")
+VARIANTS = ("freeze-word-embeddings", "unfused-qkv", "mmap-malloc")
 
 
 def main() -> None:
@@ -58,6 +62,10 @@ def main() -> None:
         chunk = batches[block * BLOCK:(block + 1) * BLOCK]  # both configurations train on these batches
         for name in (names if block % 2 == 0 else names[::-1]):
             r = runs[name]
+            if name == "mmap-malloc":
+                release_heap(trim=False)
+            else:
+                keep_heap()
             t0 = time.perf_counter()
             for idx in chunk:
                 batch = clf.collate(take_rows(features, idx))

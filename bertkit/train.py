@@ -31,6 +31,7 @@ from .distributed import check_launch
 from .errors import BertkitError
 from .fast_dropout import fast_dropout, restore_dropout
 from .fused_qkv import fuse_qkv, unfuse_qkv
+from .heap import keep_heap, release_heap
 from .inference import forward_all
 from .metrics import resolve_metrics
 from .models import resolve_precision
@@ -106,6 +107,7 @@ class Trainer:
             fast_dropout(self.adapter.model)  # undone in _finish; saved files are unaffected
         if cfg.fused_qkv:
             fuse_qkv(self.adapter.model)  # likewise
+        self._heap_kept = cfg.keep_heap and acc.device.type == "cpu" and keep_heap()  # released in _finish
         # The schedule is not given to accelerate.prepare: it would step it once per process, but our step
         # count is already per process (each process takes its own shard of the batches).
         self.model, self.optimizer = acc.prepare(self.adapter.model, optimizer)
@@ -274,6 +276,8 @@ class Trainer:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
         model = unfuse_qkv(restore_dropout(acc.unwrap_model(self.model)))
+        if self._heap_kept:
+            release_heap()
         if self.cfg.freeze_word_embeddings:  # undo it, so the adapter trains normally later
             model.get_input_embeddings().weight.requires_grad_(True)
         last = self._last_eval
