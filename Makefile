@@ -29,20 +29,23 @@ quickstart: setup
 	       "(GLUE format), e.g.  make quickstart BERTKIT_DATA_DIR=/path/to/data"; exit 2; fi
 	$(OFFLINE) $(BIN)/bertkit finetune sst2 --model minilm-l6 --epochs 1 --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
 
-# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about 50 min on 2 cores.
+# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about an hour on 2 cores.
 bench: setup
 	@if [ -z "$(BERTKIT_DATA_DIR)" ] || [ ! -d "$(BERTKIT_DATA_DIR)/sst2" ]; then \
 	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv"; exit 2; fi
 	$(OFFLINE) $(BIN)/python benchmarks/train_throughput.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250
+	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250 -- --epochs 0.75
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --batch-size 64 --repeats 3
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --task mnli
+	$(OFFLINE) $(BIN)/python benchmarks/step_costs.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 	$(OFFLINE) $(BIN)/python benchmarks/feature_cache.py
 	$(OFFLINE) $(BIN)/python benchmarks/batch_fetch.py
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
+	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks

@@ -5,14 +5,15 @@
     python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
 
 This machine's speed drifts by 10–20 % over minutes, so separate invocations cannot resolve a few percent.
-Here two copies of the packaged MiniLM (fast dropout, fused QKV, bertkit's AdamW groups, clipping, bf16 autocast)
-train on the same length-grouped SST-2 batches, alternating in blocks of 10 steps (the order flips every block;
-the first block is warm-up), and the ratio of their examples/s is printed. The variant is applied to the copy
-named after it:
+Here two copies of the packaged MiniLM (fast dropout, fused QKV, bertkit's AdamW groups, clipping, bf16 autocast,
+the kept heap) train on the same length-grouped SST-2 batches, alternating in blocks of 10 steps (the order flips
+every block; the first block is warm-up), and the ratio of their examples/s is printed. The variant is applied to
+the copy named after it:
   freeze-word-embeddings  the word-embedding matrix is not trained (`--freeze-word-embeddings`)
   unfused-qkv             query, key and value as three matmuls, as Hugging Face runs them (`--no-fused-qkv`)
-  mmap-malloc             glibc's default allocation (large blocks mmapped, freed memory returned) instead of
-                          bertkit's `keep_heap` (`--no-keep-heap`); switched before each block, both in this process
+  mmap-malloc             glibc's mmap use (blocks over 32 MiB, the highest threshold its own adjustment reaches,
+                          mmapped and unmapped on free) instead of bertkit's kept heap (`--no-keep-heap`);
+                          switched before each block, as both share this process's allocator
 """
 
 from __future__ import annotations

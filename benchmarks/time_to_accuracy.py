@@ -2,6 +2,7 @@
 beside transformers.Trainer (length-grouped, bf16, the issue's best Trainer set-up) given the same number of steps.
 
     python benchmarks/time_to_accuracy.py                 # or: make bench
+    python benchmarks/time_to_accuracy.py -- --epochs 0.75   # extra flags for bertkit finetune after --
 
 bertkit runs as the real command in a subprocess (`bertkit finetune sst2 --model minilm-l6 --epochs 1
 --eval-every N`); this script notes the wall time at which each evaluation line appears in the run's
@@ -109,7 +110,7 @@ def main() -> None:
     for t, s, a in ours["timeline"]:
         print(f"  {t:7.1f} s  step {s:5d}  {100 * a:.2f} %")
     theirs = None if args.skip_trainer else run_trainer(args.data_dir, ours["steps"], lr, batch_size)
-    print(f"\nSST-2 time to {100 * args.target:.0f} % dev accuracy (MiniLM-L6, 1 epoch budget, lr {lr:g}, "
+    print(f"\nSST-2 time to {100 * args.target:.0f} % dev accuracy (MiniLM-L6, {ours['steps']} steps, lr {lr:g}, "
           f"batch {batch_size}, bf16)")
     print("| | steps | wall to target | accuracy at target | wall, whole run | final dev accuracy |")
     print("|---|---|---|---|---|---|")
