@@ -46,6 +46,7 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
+	$(OFFLINE) $(BIN)/python benchmarks/heap_ab.py --rounds 4 --steps 130
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks
