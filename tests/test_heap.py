@@ -25,11 +25,12 @@ def test_kept_heap_reuses_pages_and_release_returns_them():
     pages = size // resource.getpagesize()
     try:
         assert heap.keep_heap()
-        _faults_of_fresh_buffer(size)  # the first cycle may still grow the heap with a fresh mapping
-        kept = _faults_of_fresh_buffer(size)
+        for _ in range(4):  # the first cycles may still grow the heap with fresh pages (seen: up to two)
+            _faults_of_fresh_buffer(size)
+        kept = sorted(_faults_of_fresh_buffer(size) for _ in range(3))[1]  # steady state, as over training steps
     finally:
         heap.release_heap()
-    released = _faults_of_fresh_buffer(size)
+    released = sorted(_faults_of_fresh_buffer(size) for _ in range(3))[1]
     assert kept < pages // 10  # the freed buffer's pages were reused
     assert released > pages // 2  # mmapped afresh and faulted in page by page, as glibc does by default
 
