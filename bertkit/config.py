@@ -106,7 +106,7 @@ class FinetuneConfig:
                                "weights; results equal up to rounding; see bertkit/fused_qkv.py).")
     keep_heap: bool = _f(True, "CPU training on Linux (glibc): keep freed memory in the process heap instead of "
                                "returning it to the kernel each step (no re-faulting of the gradient buffers; "
-                               "released when training ends; see bertkit/heap.py).")
+                               "released when training ends; peak memory can be higher; see bertkit/heap.py).")
     reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
                                     "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
                                     "trained (sentence-embedding models such as all-MiniLM).")
