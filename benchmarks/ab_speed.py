@@ -26,14 +26,12 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import torch  # noqa: E402
-from sst2_setup import sst2_features  # noqa: E402
+from sst2_setup import make_step, sst2_features  # noqa: E402
 
 from bertkit.batching import take_rows, train_batches  # noqa: E402
 from bertkit.fast_dropout import fast_dropout  # noqa: E402
 from bertkit.fused_qkv import fuse_qkv  # noqa: E402
 from bertkit.heap import keep_heap, release_heap  # noqa: E402
-from bertkit.optim import build_optimizer  # noqa: E402
 
 BLOCK = 10
 VARIANTS = ("freeze-word-embeddings", "unfused-qkv", "mmap-malloc")
@@ -56,8 +54,7 @@ def main() -> None:
         if name != "unfused-qkv":
             fuse_qkv(model)
         model.bert.embeddings.word_embeddings.weight.requires_grad_(name != "freeze-word-embeddings")
-        params = [p for p in model.parameters() if p.requires_grad]
-        runs[name] = {"model": model, "params": params, "opt": build_optimizer(model, cfg), "s": 0.0, "n": 0}
+        runs[name] = {"step": make_step(model, cfg), "s": 0.0, "n": 0}
 
     for block in range(args.blocks + 1):
         chunk = batches[block * BLOCK:(block + 1) * BLOCK]  # both configurations train on these batches
@@ -69,13 +66,7 @@ def main() -> None:
                 keep_heap()
             t0 = time.perf_counter()
             for idx in chunk:
-                batch = clf.collate(take_rows(features, idx))
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = r["model"](**batch).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(r["params"], cfg.max_grad_norm)
-                r["opt"].step()
-                r["opt"].zero_grad(set_to_none=True)
+                r["step"](clf.collate(take_rows(features, idx)))
             if block:  # block 0 warms both up
                 r["s"] += time.perf_counter() - t0
                 r["n"] += sum(len(idx) for idx in chunk)

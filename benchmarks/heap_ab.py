@@ -25,32 +25,22 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def child(mode: str, steps: int, data_dir: str | None) -> None:
-    import torch
-    from sst2_setup import sst2_features
+    from sst2_setup import make_step, sst2_features
 
     from bertkit.batching import take_rows, train_batches
     from bertkit.fast_dropout import fast_dropout
     from bertkit.fused_qkv import fuse_qkv
     from bertkit.heap import keep_heap
-    from bertkit.optim import build_optimizer
 
     if mode == "keep" and not keep_heap():
         raise SystemExit("keep_heap() did not take effect (not glibc?)")
     cfg, clf, features = sst2_features(data_dir)
-    model = fuse_qkv(fast_dropout(clf.model).train())
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(model, cfg)
+    step = make_step(fuse_qkv(fast_dropout(clf.model).train()), cfg)
     n, t0 = 0, None
     for i, idx in enumerate(train_batches(features["length"], 64, cfg.seed, 0, True)[:steps]):
         if i == 10:  # the first steps warm up
             n, t0 = 0, time.perf_counter()
-        batch = clf.collate(take_rows(features, idx))
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        step(clf.collate(take_rows(features, idx)))
         n += len(idx)
     print(json.dumps({"mode": mode, "examples_per_s": n / (time.perf_counter() - t0)}))
 

@@ -1,12 +1,17 @@
-"""Shared start of the SST-2 micro-benchmarks: the recipe, the packaged MiniLM adapter and the encoded train set."""
+"""Shared start of the SST-2 micro-benchmarks: the recipe, the packaged MiniLM adapter and the encoded train set,
+and bertkit's training step as a plain function (what the Trainer does per step, without its bookkeeping)."""
 
 from __future__ import annotations
 
 import os
+import time
+
+import torch
 
 import bertkit
 from bertkit.config import load_recipe
 from bertkit.data import load_classification_data
+from bertkit.optim import build_optimizer
 
 
 def sst2_features(data_dir: str | None = None):
@@ -16,3 +21,24 @@ def sst2_features(data_dir: str | None = None):
     train, _, labels = load_classification_data(cfg)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
     return cfg, clf, clf.encode(train)
+
+
+def make_step(model, cfg):
+    """bertkit's step on `model` as set up by the caller (dropout, QKV, frozen weights): bf16 autocast forward and
+    backward, clipping at cfg.max_grad_norm, AdamW with bertkit's groups. step(batch) returns the seconds of
+    forward+backward and of clip+AdamW."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = build_optimizer(model, cfg)
+
+    def step(batch) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(**batch).loss
+        loss.backward()
+        t1 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return t1 - t0, time.perf_counter() - t1
+
+    return step

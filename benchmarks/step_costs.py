@@ -15,20 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 from mfu import matmul_peak  # noqa: E402
-from sst2_setup import sst2_features  # noqa: E402
+from sst2_setup import make_step, sst2_features  # noqa: E402
 
 from bertkit.batching import take_rows, train_batches  # noqa: E402
 from bertkit.fast_dropout import fast_dropout  # noqa: E402
 from bertkit.fused_qkv import fuse_qkv  # noqa: E402
 from bertkit.heap import keep_heap  # noqa: E402
-from bertkit.optim import build_optimizer  # noqa: E402
 
 
 def main() -> None:
@@ -40,21 +38,9 @@ def main() -> None:
     cfg, clf, features = sst2_features(args.data_dir)
     keep_heap()
     model = fuse_qkv(fast_dropout(clf.model).train())
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(model, cfg)
+    step = make_step(model, cfg)
     mc = model.config
     encoder = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and ".encoder." in n)
-
-    def step(batch) -> tuple[float, float]:
-        t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(**batch).loss
-        loss.backward()
-        t1 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return t1 - t0, time.perf_counter() - t1
 
     bins: dict[int, list] = {}
     for i, idx in enumerate(train_batches(features["length"], args.batch_size, cfg.seed, 0, True)[: args.steps]):
