@@ -3,6 +3,7 @@
     python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
     python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
     python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
+    python benchmarks/ab_speed.py --variant no-attention-dropout --batch-size 64 --blocks 12
 
 This machine's speed drifts by 10–20 % over minutes, so separate invocations cannot resolve a few percent.
 Here two copies of the packaged MiniLM (fast dropout, fused QKV, bertkit's AdamW groups, clipping, bf16 autocast,
@@ -14,6 +15,9 @@ the copy named after it:
   mmap-malloc             glibc's mmap use (blocks over 32 MiB, the highest threshold its own adjustment reaches,
                           mmapped and unmapped on free) instead of bertkit's kept heap (`--no-keep-heap`);
                           switched before each block, as both share this process's allocator
+  no-attention-dropout    no dropout on the attention probabilities (`--attention-dropout 0`; bertkit's unfused
+                          attention then draws no mask)
+  no-dropout              no dropout anywhere (`--dropout 0 --attention-dropout 0`)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+import torch  # noqa: E402
 from sst2_setup import make_step, sst2_features  # noqa: E402
 
 from bertkit.batching import take_rows, train_batches  # noqa: E402
@@ -34,7 +39,7 @@ from bertkit.fused_qkv import fuse_qkv  # noqa: E402
 from bertkit.heap import keep_heap, release_heap  # noqa: E402
 
 BLOCK = 10
-VARIANTS = ("freeze-word-embeddings", "unfused-qkv", "mmap-malloc")
+VARIANTS = ("freeze-word-embeddings", "unfused-qkv", "mmap-malloc", "no-attention-dropout", "no-dropout")
 
 
 def main() -> None:
@@ -54,6 +59,10 @@ def main() -> None:
         if name != "unfused-qkv":
             fuse_qkv(model)
         model.bert.embeddings.word_embeddings.weight.requires_grad_(name != "freeze-word-embeddings")
+        for module_name, module in model.named_modules():
+            if isinstance(module, torch.nn.Dropout) and (
+                    name == "no-dropout" or (name == "no-attention-dropout" and module_name.endswith("self.dropout"))):
+                module.p = 0.0
         runs[name] = {"step": make_step(model, cfg), "s": 0.0, "n": 0}
 
     for block in range(args.blocks + 1):

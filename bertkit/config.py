@@ -107,6 +107,11 @@ class FinetuneConfig:
     keep_heap: bool = _f(True, "CPU training on Linux (glibc): keep freed memory in the process heap instead of "
                                "returning it to the kernel each step (no re-faulting of the gradient buffers; "
                                "released when training ends; peak memory can be higher; see bertkit/heap.py).")
+    dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
+                                     "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
+    attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
+                                               "checkpoint's attention_probs_dropout_prob). At 0, CPU training runs "
+                                               "attention as torch's fused SDPA kernel.")
     reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
                                     "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
                                     "trained (sentence-embedding models such as all-MiniLM).")
@@ -225,6 +230,9 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
                  "max_answer_length", "n_best"):
         if getattr(cfg, name) <= 0:
             raise BertkitError(f"{source}: '{name}' must be positive")
+    for name in ("dropout", "attention_dropout"):
+        if getattr(cfg, name) is not None and not 0 <= getattr(cfg, name) < 1:
+            raise BertkitError(f"{source}: '{name}' must be in [0, 1)")
     if not 0 < cfg.layer_lr_decay <= 1:
         raise BertkitError(f"{source}: 'layer_lr_decay' must be in (0, 1]")
     if cfg.reinit_pooler and cfg.adapter != "sequence-classification":

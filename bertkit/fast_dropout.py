@@ -10,8 +10,11 @@ Draws use torch's default generator, so seeds and checkpointed RNG states govern
 GPUs keep torch's own dropout.
 
 `fast_dropout(model)` swaps every `nn.Dropout` for `FastDropout` and routes BERT-style attention through
-`bertkit_sdpa`: torch's SDPA, except while training on CPU with attention dropout, where the same attention
-is computed with this mask. `restore_dropout(model)` undoes both; weights and saved files are unaffected.
+`bertkit_sdpa`: torch's SDPA, except while training on CPU, where the same attention is computed unfused
+(matmul, softmax, this dropout mask, matmul). That is the faster path there with or without attention dropout, at
+every length measured up to 384 (`python benchmarks/attention_paths.py`; torch's fused kernel is slowest on short
+rows). `restore_dropout(model)` undoes both; weights and saved files are unaffected.
+`set_dropout` sets training-time rates (`--dropout`, `--attention-dropout`).
 """
 
 from __future__ import annotations
@@ -48,10 +51,10 @@ class FastDropout(nn.Dropout):
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """SDPA; while training on CPU with attention dropout, softmax(QKᵀ·scale + mask) → fast dropout → ·V."""
+    """SDPA; while training on CPU, softmax(QKᵀ·scale + mask) → fast dropout (if any) → ·V (module docstring)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if dropout == 0.0 or not module.training or query.device.type != "cpu":
+    if not module.training or query.device.type != "cpu":
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
@@ -96,3 +99,24 @@ def restore_dropout(model: nn.Module) -> nn.Module:
     if config is not None and getattr(config, "_attn_implementation", None) == ATTN:
         config._attn_implementation = "sdpa"
     return model
+
+
+def set_dropout(model: nn.Module, hidden: float | None = None, attention: float | None = None) -> dict[str, float]:
+    """Training-time dropout rates: `attention` for the attention probabilities (the `dropout` of every
+    `*SelfAttention` module), `hidden` for every other dropout (embeddings, sublayer outputs, classifier input);
+    None leaves a rate as the checkpoint has it. model.config is not changed, so saved files keep the checkpoint's
+    rates. Returns {module name: old rate} for `reset_dropout`."""
+    old = {}
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Dropout):
+            parent = model.get_submodule(name.rpartition(".")[0])
+            rate = attention if type(parent).__name__.endswith("SelfAttention") else hidden
+            if rate is not None:
+                old[name], module.p = module.p, float(rate)
+    return old
+
+
+def reset_dropout(model: nn.Module, old: dict[str, float]) -> None:
+    """Put back the rates `set_dropout` replaced (by module name, so after `restore_dropout` too)."""
+    for name, p in old.items():
+        model.get_submodule(name).p = p

@@ -29,7 +29,7 @@ from .batching import shard, take_rows, train_batches
 from .config import FinetuneConfig, to_yaml
 from .distributed import check_launch
 from .errors import BertkitError
-from .fast_dropout import fast_dropout, restore_dropout
+from .fast_dropout import fast_dropout, reset_dropout, restore_dropout, set_dropout
 from .fused_qkv import fuse_qkv, unfuse_qkv
 from .heap import keep_heap, release_heap
 from .inference import forward_all
@@ -103,6 +103,7 @@ class Trainer:
             self.adapter.model.get_input_embeddings().weight.requires_grad_(False)
         optimizer = build_optimizer(self.adapter.model, cfg)
         scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup_ratio * total_steps), total_steps)
+        self._dropout = set_dropout(self.adapter.model, cfg.dropout, cfg.attention_dropout)  # reset in _finish
         if cfg.fast_dropout and acc.device.type == "cpu":
             fast_dropout(self.adapter.model)  # undone in _finish; saved files are unaffected
         if cfg.fused_qkv:
@@ -276,6 +277,7 @@ class Trainer:
         """Reload the best weights, score validation (and test), write predictions, model and metrics."""
         acc, out = self.accelerator, self.output_dir
         model = unfuse_qkv(restore_dropout(acc.unwrap_model(self.model)))
+        reset_dropout(model, self._dropout)
         if self._heap_kept:
             release_heap()
         if self.cfg.freeze_word_embeddings:  # undo it, so the adapter trains normally later

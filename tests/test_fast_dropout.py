@@ -63,3 +63,21 @@ def test_training_really_drops(tiny_bert):
     ids = torch.randint(1000, 5000, (2, 9))
     a, b = model(input_ids=ids).logits, model(input_ids=ids).logits
     assert not torch.allclose(a, b)  # fresh masks each call
+
+
+def test_cpu_training_attention_is_unfused_even_without_dropout(tiny_bert, monkeypatch):
+    """torch's fused SDPA backward is several times slower on short rows (benchmarks/attention_paths.py), so CPU
+    training takes the unfused path at attention dropout 0 too; evaluation keeps SDPA."""
+    import transformers.integrations.sdpa_attention as sdpa
+
+    model = fd.fast_dropout(AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2))
+    fd.set_dropout(model, hidden=0.0, attention=0.0)
+    ids = torch.randint(1000, 5000, (2, 9))
+    reference = model.eval()(input_ids=ids).logits
+    calls = []
+    real = sdpa.sdpa_attention_forward
+    monkeypatch.setattr(sdpa, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.testing.assert_close(model.train()(input_ids=ids).logits, reference)
+    assert calls == []
+    model.eval()(input_ids=ids)
+    assert calls

@@ -5,6 +5,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
+from bertkit import fast_dropout as fd
 from bertkit.config import load_recipe
 from bertkit.errors import BertkitError
 from bertkit.optim import build_optimizer, reinit_pooler
@@ -69,3 +70,42 @@ def test_train_log_has_gradient_norms(tiny_bert, sst2_dir, tmp_path):
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1))
     rows = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     assert rows and all(r["grad_norm"] > 0 and 0 <= r["clipped_steps"] <= r["step"] for r in rows)
+
+
+def _rates(model):
+    """{(is attention dropout, rate)} over the model's dropout modules."""
+    return {(n.endswith("self.dropout"), m.p) for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout)}
+
+
+def test_set_dropout_sets_attention_and_hidden_rates_and_resets(tiny_bert):
+    model = fd.fast_dropout(AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2))
+    p = model.config.hidden_dropout_prob
+    assert p > 0 and _rates(model) == {(True, model.config.attention_probs_dropout_prob), (False, p)}
+    old = fd.set_dropout(model, hidden=0.0, attention=0.25)
+    assert _rates(model) == {(True, 0.25), (False, 0.0)}
+    assert len(old) == sum(isinstance(m, torch.nn.Dropout) for m in model.modules())
+    fd.set_dropout(model, attention=0.0)  # None leaves the hidden rate alone
+    assert _rates(model) == {(True, 0.0), (False, 0.0)}
+    ids = torch.randint(1000, 5000, (2, 9))
+    model.train()  # nothing drops: training-mode outputs are the evaluation-mode ones
+    train_logits = model(input_ids=ids).logits
+    torch.testing.assert_close(train_logits, model.eval()(input_ids=ids).logits)
+    fd.reset_dropout(fd.restore_dropout(model), old)  # by name, so after the swap back too
+    assert _rates(model) == {(True, model.config.attention_probs_dropout_prob), (False, p)}
+
+
+def test_trainer_trains_with_the_rates_and_saves_the_checkpoints_own(tiny_bert, sst2_dir, tmp_path):
+    seen = []
+    cfg = small_config(sst2_dir, tmp_path / "run", dropout=0.0, attention_dropout=0.05, epochs=1)
+    adapter, _ = fit(tiny_bert, cfg, callbacks=[lambda trainer, state: seen.append(_rates(trainer.model))])
+    assert seen and all(r == {(True, 0.05), (False, 0.0)} for r in seen)
+    config = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").config
+    assert config.hidden_dropout_prob == adapter.model.config.hidden_dropout_prob > 0
+    assert {p for _, p in _rates(adapter.model)} == {config.hidden_dropout_prob, config.attention_probs_dropout_prob}
+    assert "dropout: 0.0" in (tmp_path / "run" / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1])
+def test_dropout_rates_are_checked(value):
+    with pytest.raises(BertkitError, match="'attention_dropout' must be in"):
+        load_recipe("sst2", {"attention_dropout": value})
