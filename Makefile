@@ -29,7 +29,7 @@ quickstart: setup
 	       "(GLUE format), e.g.  make quickstart BERTKIT_DATA_DIR=/path/to/data"; exit 2; fi
 	$(OFFLINE) $(BIN)/bertkit finetune sst2 --model minilm-l6 --epochs 1 --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
 
-# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about 70 min on 2 cores.
+# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about 75 min on 2 cores.
 bench: setup
 	@if [ -z "$(BERTKIT_DATA_DIR)" ] || [ ! -d "$(BERTKIT_DATA_DIR)/sst2" ]; then \
 	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv"; exit 2; fi
@@ -47,6 +47,8 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
 	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
 	$(OFFLINE) $(BIN)/python benchmarks/heap_ab.py --rounds 4 --steps 130
+	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant no-dropout --batch-size 64 --blocks 12
+	$(OFFLINE) $(BIN)/python benchmarks/attention_paths.py
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks

@@ -54,6 +54,7 @@ def train_once(args, train, evals, labels, seed: int) -> dict:
         run_cfg = bertkit.FinetuneConfig(task=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
                                          batch_size=args.batch_size,
                                          freeze_word_embeddings=args.freeze_word_embeddings,
+                                         dropout=args.dropout, attention_dropout=args.attention_dropout,
                                          label_names=labels, eval_every=str(args.steps), seed=seed)
         first = next(iter(evals.values()))
         return bertkit.Trainer(clf, run_cfg).fit(train, {"dev": first.select(range(128))})["train"]
@@ -69,6 +70,8 @@ def main() -> None:
                         "same start (median reported)")
     parser.add_argument("--freeze-word-embeddings", action="store_true", help="bertkit's option of that name "
                         "(the embedding matrix is not counted in the FLOP either way)")
+    parser.add_argument("--dropout", type=float, help="bertkit's --dropout (default: the checkpoint's 0.1)")
+    parser.add_argument("--attention-dropout", type=float, help="bertkit's --attention-dropout (default: 0.1)")
     parser.add_argument("--data-dir", help="default: $BERTKIT_DATA_DIR/<task>")
     args = parser.parse_args()
     data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), args.task)
@@ -102,6 +105,8 @@ def main() -> None:
 
     print(f"\nModel FLOP utilisation (MiniLM-L6, {args.task}, batch {args.batch_size}, bf16, {args.steps} steps, "
           f"word embeddings {'frozen' if args.freeze_word_embeddings else 'trained'}, "
+          f"dropout {'0.1' if args.dropout is None else args.dropout}, attention dropout "
+          f"{'0.1' if args.attention_dropout is None else args.attention_dropout}, "
           f"{torch.get_num_threads()} threads; {params / 1e6:.2f} M encoder + {head / 1e6:.2f} M head matmul "
           f"parameters; real/padded tokens {real / padded:.3f})")
     print("| run | bf16 matmul peak (best n×n, before/after) | training FLOP/s | MFU | training examples/s |")
