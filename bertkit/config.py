@@ -110,8 +110,9 @@ class FinetuneConfig:
     dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
                                      "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
     attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
-                                               "checkpoint's attention_probs_dropout_prob). At 0, CPU training runs "
-                                               "attention as torch's fused SDPA kernel.")
+                                               "checkpoint's attention_probs_dropout_prob). CPU training keeps "
+                                               "bertkit's unfused attention at any rate: faster there than torch's "
+                                               "fused SDPA (benchmarks/attention_paths.py).")
     reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
                                     "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
                                     "trained (sentence-embedding models such as all-MiniLM).")
