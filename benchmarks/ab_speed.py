@@ -30,11 +30,10 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import torch  # noqa: E402
 from sst2_setup import make_step, sst2_features  # noqa: E402
 
 from bertkit.batching import take_rows, train_batches  # noqa: E402
-from bertkit.fast_dropout import fast_dropout  # noqa: E402
+from bertkit.fast_dropout import fast_dropout, set_dropout  # noqa: E402
 from bertkit.fused_qkv import fuse_qkv  # noqa: E402
 from bertkit.heap import keep_heap, release_heap  # noqa: E402
 
@@ -59,10 +58,8 @@ def main() -> None:
         if name != "unfused-qkv":
             fuse_qkv(model)
         model.bert.embeddings.word_embeddings.weight.requires_grad_(name != "freeze-word-embeddings")
-        for module_name, module in model.named_modules():
-            if isinstance(module, torch.nn.Dropout) and (
-                    name == "no-dropout" or (name == "no-attention-dropout" and module_name.endswith("self.dropout"))):
-                module.p = 0.0
+        if name in ("no-dropout", "no-attention-dropout"):  # what --dropout 0 / --attention-dropout 0 do
+            set_dropout(model, hidden=0.0 if name == "no-dropout" else None, attention=0.0)
         runs[name] = {"step": make_step(model, cfg), "s": 0.0, "n": 0}
 
     for block in range(args.blocks + 1):
