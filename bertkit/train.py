@@ -17,7 +17,6 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.utils import TorchDynamoPlugin
@@ -41,14 +40,6 @@ from .trackers import check_trackers
 from .utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device)
-
-
-def _as_dataset(data, label_names) -> datasets.Dataset:
-    """Accept a Dataset or a dict of lists; label names are mapped to ids."""
-    ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
-    if "label" in ds.column_names and len(ds) and isinstance(ds[0]["label"], str):
-        ds = ds.map(lambda ex: {"label": label_names.index(ex["label"])})
-    return ds
 
 
 class Trainer:
@@ -137,12 +128,12 @@ class Trainer:
     # --- training -----------------------------------------------------------------------------------
     def fit(self, train, evals: dict, test=None) -> dict:
         cfg, acc = self.cfg, self.accelerator
-        train = _as_dataset(train, self.adapter.label_names)
+        train = self.adapter.examples(train)
         if not evals:
             raise BertkitError("at least one evaluation set is needed (validation_files)")
         features, self._n_train = self.adapter.encode(train), len(train)
         eval_sets = {k: (v, self.adapter.encode(v)) for k, v in
-                     ((k, _as_dataset(v, self.adapter.label_names)) for k, v in evals.items())}
+                     ((k, self.adapter.examples(v)) for k, v in evals.items())}
         rank, world = acc.process_index, acc.num_processes
         batches_per_epoch = math.ceil(len(features) / cfg.batch_size) // world  # per process
         if batches_per_epoch == 0:
@@ -175,7 +166,7 @@ class Trainer:
                 is_step = (i + 1) % cfg.grad_accum == 0 or i == len(micro) - 1
                 batch = {k: v.to(acc.device) for k, v in self.adapter.collate(take_rows(features, idx)).items()}
                 with acc.no_sync(self.model) if not is_step else nullcontext():
-                    loss = self.model(**batch).loss
+                    loss = self.adapter.compute_loss(self.model, batch)
                     acc.backward(loss / cfg.grad_accum)
                 loss_sum += loss.detach()
                 self._since_log = (self._since_log[0] + 1, self._since_log[1])
@@ -292,7 +283,7 @@ class Trainer:
             metrics, predictions = self.evaluate(eval_sets)
         self.adapter.model = model
         if test is not None:
-            test = _as_dataset(test, self.adapter.label_names)
+            test = self.adapter.examples(test)
             test_set = {"test": (test, self.adapter.encode(test))}
             test_metrics, test_predictions = self.evaluate(test_set)
             metrics.update(test_metrics)

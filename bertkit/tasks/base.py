@@ -114,6 +114,21 @@ class Adapter:
         raise NotImplementedError
 
     # --- shared ------------------------------------------------------------------------------------
+    def examples(self, data) -> datasets.Dataset:
+        """Training or evaluation examples as a Dataset: a Dataset as it is, or a dict of lists; label names in a
+        `label` column are mapped to ids. A task whose labels are not class names (regression, several labels per
+        example) converts them here."""
+        ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
+        if "label" in ds.column_names and len(ds) and isinstance(ds[0]["label"], str):
+            names = self.label_names
+            ds = ds.map(lambda ex: {"label": names.index(ex["label"])})
+        return ds
+
+    def compute_loss(self, model, batch: dict) -> torch.Tensor:
+        """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`.
+        A task with its own loss (class weights, say) computes it from the outputs here."""
+        return model(**batch).loss
+
     def save(self, directory) -> Path:
         """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically.
         An adapter without label names (QA) leaves the config's id2label as it is: it sizes the head."""
