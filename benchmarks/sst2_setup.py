@@ -11,7 +11,8 @@ import torch
 import bertkit
 from bertkit.config import load_recipe
 from bertkit.data import load_classification_data
-from bertkit.optim import build_optimizer
+from bertkit.device import autocast
+from bertkit.training.optim import build_optimizer
 
 
 def sst2_features(data_dir: str | None = None):
@@ -23,16 +24,16 @@ def sst2_features(data_dir: str | None = None):
     return cfg, clf, clf.encode(train)
 
 
-def make_step(model, cfg):
-    """bertkit's step on `model` as set up by the caller (dropout, QKV, frozen weights): bf16 autocast forward and
-    backward, clipping at cfg.max_grad_norm, AdamW with bertkit's groups. step(batch) returns the seconds of
-    forward+backward and of clip+AdamW."""
+def make_step(model, cfg, precision: str = "bf16"):
+    """bertkit's step on `model` as set up by the caller (dropout, QKV, frozen weights): forward and backward under
+    `precision`'s autocast, clipping at cfg.max_grad_norm, AdamW with bertkit's groups. step(batch) returns the
+    seconds of forward+backward and of clip+AdamW."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = build_optimizer(model, cfg)
 
     def step(batch) -> tuple[float, float]:
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with autocast(precision, torch.device("cpu")):
             loss = model(**batch).loss
         loss.backward()
         t1 = time.perf_counter()

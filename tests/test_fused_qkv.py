@@ -7,8 +7,8 @@ import copy
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from bertkit.fast_dropout import fast_dropout
-from bertkit.fused_qkv import fuse_qkv, unfuse_qkv
+from bertkit.cpu.dropout import fast_dropout
+from bertkit.cpu.fused_qkv import fuse_qkv, unfuse_qkv
 
 
 def _loss_and_grads(model, ids, mask, labels):

@@ -7,7 +7,7 @@ import resource
 import pytest
 import torch
 
-from bertkit import heap
+from bertkit.cpu import heap
 
 pytestmark = pytest.mark.skipif(not heap._glibc(), reason="glibc's mallopt only")
 
@@ -43,13 +43,11 @@ def test_kept_heap_reuses_pages_and_release_returns_them():
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_trainer_keeps_heap_while_training_and_releases_after(tiny_bert, sst2_dir, tmp_path, monkeypatch, enabled):
-    from bertkit import train
-
     from .test_contract import fit, small_config
 
     calls = []
-    monkeypatch.setattr(train, "keep_heap", lambda: calls.append("keep") or True)
-    monkeypatch.setattr(train, "release_heap", lambda: calls.append("release"))
+    monkeypatch.setattr(heap, "keep_heap", lambda: calls.append("keep") or True)
+    monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release"))
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1, keep_heap=enabled),
         callbacks=[lambda trainer, state: calls.append("step")])
     steps = calls.count("step")

@@ -10,8 +10,6 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from bertkit.batching import shard
-
 from .conftest import write_sst2
 
 
@@ -81,12 +79,6 @@ def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tiny_b
     assert proc.returncode == 2 and "the training loss became" in proc.stderr and "Traceback" not in proc.stderr
     for ckpt in (out / "checkpoints").glob("step-*"):
         assert all(t.isfinite().all() for t in load_file(ckpt / "model.safetensors").values())
-
-
-def test_shards_are_distinct_equal_and_complete():
-    batches = [[i] for i in range(11)]
-    parts = [shard(batches, 2, r) for r in range(2)]
-    assert len(parts[0]) == len(parts[1]) == 5 and not set(map(tuple, parts[0])) & set(map(tuple, parts[1]))
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]

@@ -5,10 +5,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from bertkit import fast_dropout as fd
 from bertkit.config import load_recipe
+from bertkit.cpu import dropout as fd
 from bertkit.errors import BertkitError
-from bertkit.optim import build_optimizer, reinit_pooler
+from bertkit.training.optim import build_optimizer
+from bertkit.training.options import reinit_pooler, reset_dropout, set_dropout
 
 from .test_contract import fit, small_config
 
@@ -81,16 +82,16 @@ def test_set_dropout_sets_attention_and_hidden_rates_and_resets(tiny_bert):
     model = fd.fast_dropout(AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2))
     p = model.config.hidden_dropout_prob
     assert p > 0 and _rates(model) == {(True, model.config.attention_probs_dropout_prob), (False, p)}
-    old = fd.set_dropout(model, hidden=0.0, attention=0.25)
+    old = set_dropout(model, hidden=0.0, attention=0.25)
     assert _rates(model) == {(True, 0.25), (False, 0.0)}
     assert len(old) == sum(isinstance(m, torch.nn.Dropout) for m in model.modules())
-    fd.set_dropout(model, attention=0.0)  # None leaves the hidden rate alone
+    set_dropout(model, attention=0.0)  # None leaves the hidden rate alone
     assert _rates(model) == {(True, 0.0), (False, 0.0)}
     ids = torch.randint(1000, 5000, (2, 9))
     model.train()  # nothing drops: training-mode outputs are the evaluation-mode ones
     train_logits = model(input_ids=ids).logits
     torch.testing.assert_close(train_logits, model.eval()(input_ids=ids).logits)
-    fd.reset_dropout(fd.restore_dropout(model), old)  # by name, so after the swap back too
+    reset_dropout(fd.restore_dropout(model), old)  # by name, so after the swap back too
     assert _rates(model) == {(True, model.config.attention_probs_dropout_prob), (False, p)}
 
 

@@ -9,22 +9,21 @@ def add_inference_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a fine-tuned run folder (or any Hugging Face checkpoint)")
     p.add_argument("--batch-size", type=int, default=128, help="examples per batch (default 128)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="auto = bf16 where supported")
+                   help="auto = bf16 where the hardware computes it natively and faster, else fp32 "
+                        "(fp16 on older GPUs)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="also load pickle (.bin) weights; only for checkpoints you trust")
 
 
 def load_for_inference(args):
     """The adapter matching the checkpoint's head, on the best device, with its resolved precision."""
-    import torch
-
-    from ..models import resolve_precision
+    from ..device import choose_precision, default_device
     from ..tasks import adapter_for_checkpoint
 
     adapter = adapter_for_checkpoint(args.model, allow_pickle=args.allow_pickle)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device()
     adapter.model.to(device)
-    return adapter, resolve_precision(args.precision, device)
+    return adapter, choose_precision(args.precision, device).precision
 
 
 def write_output(text: str, output: str | None, what: str) -> None:

@@ -10,7 +10,6 @@ import typing
 from pathlib import Path
 
 from ..config import FinetuneConfig, load_recipe, recipe_names
-from ..distributed import is_main_process
 from ..errors import BertkitError
 from ..report import write_seed_report
 from ..utils import write_json
@@ -54,15 +53,18 @@ def default_output_dir(cfg: FinetuneConfig) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..models import resolve_model
     from ..tasks import get_adapter_class
+    from ..training import launch
 
     t0 = time.perf_counter()
     cfg = load_recipe(args.recipe, overrides_from(args))
-    cfg.output_dir = cfg.output_dir or default_output_dir(cfg)
+    processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
+    cfg.output_dir = cfg.output_dir or launch.main_value(processes, default_output_dir(cfg))  # one name for all
     out = Path(cfg.output_dir)
     if cfg.resume and not out.is_dir():
         raise BertkitError(f"--resume: {out} does not exist")
     if not cfg.resume and out.exists() and any(out.iterdir()):
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
+    processes.wait_for_everyone()  # every process has checked the folder before the main one writes into it
     adapter_cls = get_adapter_class(cfg.adapter)
     resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     # Everything the user gave is read and validated before the run folder is created.
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
     if not cfg.seeds:
         result = train_one(adapter_cls, cfg, train, evals, test, label_names)
-        if not is_main_process():
+        if not launch.is_main_process():
             return 0
         print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
         print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         seed_cfg.resume = cfg.resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
         results[seed] = train_one(adapter_cls, seed_cfg, train, evals, test, label_names)
-    if not is_main_process():
+    if not launch.is_main_process():
         return 0
     summary = summarize(results)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -96,15 +98,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def train_one(adapter_cls, cfg: FinetuneConfig, train, evals, test, label_names) -> dict:
-    from ..train import Trainer
+    from ..training import Trainer, launch
     from ..utils import set_seed
 
     set_seed(cfg.seed)  # before the new head is initialised
     adapter = adapter_cls.from_config(cfg, label_names)
     result = Trainer(adapter, cfg).fit(train, evals, test)
     t = result["train"]
-    if is_main_process():
-            print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} "
+    if launch.is_main_process():
+        print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} "
               f"examples/s, {t['precision']})")
     return result
 

@@ -16,8 +16,9 @@ import torch
 from transformers import AutoModel
 
 from ..batching import sorted_batches
+from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
-from ..models import autocast, load_pretrained, load_tokenizer, resolve_precision
+from ..models import load_pretrained, load_tokenizer
 from .layers import combine_layers, parse_layers, pool_pieces
 
 
@@ -36,9 +37,9 @@ class FeatureExtractor:
                  precision: str = "auto", batch_size: int = 64, max_length: int = 512, device: str | None = None):
         self.model = load_pretrained(AutoModel, model).eval()
         self.tokenizer = load_tokenizer(model)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = torch.device(device) if device else default_device()
         self.model.to(self.device)
-        self.precision = resolve_precision(precision, self.device)
+        self.precision = choose_precision(precision, self.device).precision
         self.layers = parse_layers(layers, self.model.config.num_hidden_layers)
         combine_layers(torch.zeros(1, 1, 1), combine)  # validate the modes early
         pool_pieces(torch.zeros(2, 1), [None, 0], 1, pool)

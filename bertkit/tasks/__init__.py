@@ -12,9 +12,8 @@ from .classification import SequenceClassification
 from .question_answering import QuestionAnswering
 from .token_classification import TokenClassification
 
-ADAPTERS: dict[str, type[Adapter]] = {"sequence-classification": SequenceClassification,
-                                      "token-classification": TokenClassification,
-                                      "question-answering": QuestionAnswering}
+ADAPTERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (SequenceClassification, TokenClassification,
+                                                                 QuestionAnswering)}
 # checkpoint architecture suffix → adapter, for `evaluate` and `predict` on a saved run
 HEADS = {"ForSequenceClassification": SequenceClassification, "ForTokenClassification": TokenClassification,
          "ForQuestionAnswering": QuestionAnswering}

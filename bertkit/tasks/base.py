@@ -32,6 +32,7 @@ def head_labels(name: str) -> list[str] | None:
 
 
 class Adapter:
+    name = ""  # the `adapter` field of a run config, e.g. "sequence-classification"
     auto_model_class = None  # e.g. transformers.AutoModelForSequenceClassification
     output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference
     sequence_outputs: tuple[str, ...] = ()  # those with a sequence axis (cut to each feature's length)
@@ -41,6 +42,7 @@ class Adapter:
 
     def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None):
         self.model, self.tokenizer = model, tokenizer
+        self.source = getattr(model.config, "_name_or_path", "")  # what it was loaded from (from_pretrained: the name)
         self.max_length = max_length or self.default_max_length
         self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
 
@@ -77,12 +79,20 @@ class Adapter:
                 torch.nn.init.normal_(head.weight, std=model.config.initializer_range)
                 torch.nn.init.zeros_(head.bias)
             print(f"{name}: its head for {old} is replaced by a new one for {list(label_names)}", file=sys.stderr)
-        return cls(model, load_tokenizer(name), label_names, max_length, **options)
+        adapter = cls(model, load_tokenizer(name), label_names, max_length, **options)
+        adapter.source = name
+        return adapter
 
     @classmethod
     def options_from_config(cls, cfg) -> dict:
         """Task-specific constructor settings taken from a run config (QA: window overlap, answer length...)."""
         return {}
+
+    def run_fields(self) -> dict:
+        """The run-config fields that describe this adapter as it is (its model, max length, labels and task
+        settings): what a run folder records, whichever config the trainer was given (CLI or notebook)."""
+        return {"adapter": self.name, "model": self.source, "max_length": self.max_length,
+                "label_names": list(self.label_names)}
 
     @classmethod
     def from_config(cls, cfg, label_names: list[str] | None = None):
@@ -124,19 +134,26 @@ class Adapter:
             ds = ds.map(lambda ex: {"label": names.index(ex["label"])})
         return ds
 
+    def pad_to_multiple_of(self, multiple: int | None) -> None:
+        """Pad batches to a multiple of `multiple` positions (8 on GPUs: tensor-core friendly shapes)."""
+        collator = getattr(self, "_collator", None)
+        if collator is not None and hasattr(collator, "pad_to_multiple_of"):
+            collator.pad_to_multiple_of = multiple
+
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
         """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`.
         A task with its own loss (class weights, say) computes it from the outputs here."""
         return model(**batch).loss
 
-    def save(self, directory) -> Path:
+    def save(self, directory, state_dict: dict | None = None) -> Path:
         """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically.
-        An adapter without label names (QA) leaves the config's id2label as it is: it sizes the head."""
+        An adapter without label names (QA) leaves the config's id2label as it is: it sizes the head.
+        `state_dict`: the weights to write (default: the model's own; a distributed run passes the gathered ones)."""
         with atomic_path(directory, is_dir=True) as tmp:
             if self.label_names:
                 self.model.config.id2label = dict(enumerate(self.label_names))
                 self.model.config.label2id = {n: i for i, n in enumerate(self.label_names)}
-            self.model.save_pretrained(tmp, safe_serialization=True)
+            self.model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
             self.tokenizer.save_pretrained(tmp)
         return Path(directory)
 

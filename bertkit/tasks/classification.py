@@ -31,6 +31,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 class SequenceClassification(Adapter):
+    name = "sequence-classification"
     auto_model_class = AutoModelForSequenceClassification
 
     def __init__(self, *args, **kwargs):

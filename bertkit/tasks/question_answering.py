@@ -38,6 +38,7 @@ NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a 
 
 
 class QuestionAnswering(Adapter):
+    name = "question-answering"
     auto_model_class = AutoModelForQuestionAnswering
     output_keys = ("start_logits", "end_logits")
     sequence_outputs = ("start_logits", "end_logits")
@@ -68,6 +69,10 @@ class QuestionAnswering(Adapter):
     def options_from_config(cls, cfg) -> dict:
         return dict(window_overlap=cfg.window_overlap, max_question_length=cfg.max_question_length,
                     max_answer_length=cfg.max_answer_length, n_best=cfg.n_best)
+
+    def run_fields(self) -> dict:
+        return {**super().run_fields(), **{k: getattr(self, k) for k in ("window_overlap", "max_question_length",
+                                                                        "max_answer_length", "n_best")}}
 
     @classmethod
     def load_data(cls, cfg):

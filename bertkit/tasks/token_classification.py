@@ -63,6 +63,7 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
 
 
 class TokenClassification(Adapter):
+    name = "token-classification"
     auto_model_class = AutoModelForTokenClassification
     sequence_outputs = ("logits",)  # [length, num_labels] per feature
     metric_builtins = NER_BUILTIN
@@ -98,6 +99,10 @@ class TokenClassification(Adapter):
     def options_from_config(cls, cfg) -> dict:
         return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap,
                 "context": cfg.ner_context, "casing": cfg.ner_casing}
+
+    def run_fields(self) -> dict:
+        return {**super().run_fields(), "label_all_pieces": self.label_all_pieces,
+                "ner_window_overlap": self.window_overlap, "ner_context": self.context, "ner_casing": self.casing}
 
     @classmethod
     def load_data(cls, cfg):
@@ -149,11 +154,11 @@ class TokenClassification(Adapter):
         predictions = [sentence_prediction(w, t, g) for w, t, g in zip(tokens, tags, gold or [None] * len(tags))]
         return metrics, predictions
 
-    def save(self, directory):
+    def save(self, directory, state_dict=None):
         """The Hugging Face folder; its config also records the window length, so that `bertkit evaluate` and
         `predict` cut long sentences as training did (plain transformers ignores the extra key)."""
         self.model.config.bertkit_max_length = self.max_length
-        return super().save(directory)
+        return super().save(directory, state_dict)
 
     def write_predictions(self, directory, split: str, predictions: list[dict], main: bool = False) -> None:
         """`predictions_<split>.jsonl`, and `predictions_<split>.conll` (`token gold pred`, for conlleval)."""

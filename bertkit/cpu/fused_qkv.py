@@ -6,16 +6,20 @@ and its gradient back on the way out. `fuse_qkv(model)` makes each self-attentio
 weight matrices and run one [hidden → 3·hidden] linear instead: one input cast, one larger matmul (forward,
 input gradient and weight gradient). The weights stay the three separate parameters (their gradients are slices
 of the fused one), so state dicts, optimisers and saved files are unchanged; `unfuse_qkv(model)` undoes it.
-The speed-up is measured by benchmarks/ab_speed.py; the outputs and gradients match the unfused layer's
-(tests/test_fused_qkv.py).
+The outputs and gradients match the unfused layer's (tests/test_fused_qkv.py). It needs the attention-interface
+BERT of recent transformers (`BertSelfAttention.scaling` and `ALL_ATTENTION_FUNCTIONS`); `supported()` says whether
+the installed one is such, and `CALLS` counts fused forwards so that a caller can check it took effect.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
 from torch import nn
+
+CALLS = {"fused_qkv": 0}
 
 
 def _forward(self, hidden_states: torch.Tensor, attention_mask=None, past_key_values=None, **kwargs):
@@ -24,6 +28,7 @@ def _forward(self, hidden_states: torch.Tensor, attention_mask=None, past_key_va
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.bert.modeling_bert import eager_attention_forward
 
+    CALLS["fused_qkv"] += 1
     batch, seq = hidden_states.shape[:-1]
     heads, head = self.num_attention_heads, self.attention_head_size
     weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # [3·heads·head, hidden]
@@ -40,6 +45,18 @@ def _self_attentions(model: nn.Module):
     from transformers.models.bert.modeling_bert import BertSelfAttention
 
     return [m for m in model.modules() if type(m) is BertSelfAttention]
+
+
+def supported() -> bool:
+    """Whether the installed transformers runs BERT attention through its attention interface (what `_forward`
+    reproduces with one projection)."""
+    try:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS  # noqa: F401
+        from transformers.models.bert import modeling_bert
+    except ImportError:
+        return False
+    return hasattr(modeling_bert, "eager_attention_forward") and "scaling" in inspect.getsource(
+        modeling_bert.BertSelfAttention.__init__)
 
 
 def fuse_qkv(model: nn.Module) -> nn.Module:

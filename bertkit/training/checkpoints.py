@@ -1,8 +1,10 @@
 """Resumable training checkpoints: written to a temporary name, renamed, then the `latest` pointer is updated.
 
-Layout under `<run>/checkpoints/`: `step-0000500/` (accelerate state: model.safetensors, optimizer, scheduler,
-RNG states; plus `trainer_state.json`), `latest` (a text file naming the newest complete checkpoint), and `best/`
-(a plain Hugging Face folder of the best model so far).
+Layout under `<run>/checkpoints/`: `step-0000500/` (accelerate state: model.safetensors — or FSDP's
+`pytorch_model_fsdp_0*` — optimizer, RNG states of every process; plus `trainer_state.json` with the step, the
+schedule and the best metric), `latest` (a text file naming the newest complete checkpoint), and `best/` (a plain
+Hugging Face folder of the best model so far). Every process takes part in saving (FSDP and ZeRO-3 gather the
+full weights from all of them); the main process writes the files that are not per process.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from .utils import atomic_path, fault_point
+from ..utils import atomic_path, fault_point
 
 STATE_FILE = "trainer_state.json"
 
@@ -47,7 +49,7 @@ def _is_complete(path: Path) -> str | None:
     try:
         json.loads((path / STATE_FILE).read_text())
         weights = list(path.glob("model*.safetensors"))
-        if not weights:
+        if not weights and not list(path.glob("pytorch_model_fsdp*")):
             return "no model weights"
         for w in weights:
             with safe_open(str(w), framework="pt") as f:
@@ -73,3 +75,28 @@ def find_resumable(root: Path, log=print) -> Path | None:
 
 def load_state(path: Path) -> dict:
     return json.loads((path / STATE_FILE).read_text())
+
+
+def save_best(accelerator, model, adapter, directory: Path) -> None:
+    """The model's full weights as a plain Hugging Face folder: every process takes part in gathering them (sharded
+    under FSDP or ZeRO-3), the main process writes."""
+    state_dict = accelerator.get_state_dict(model)
+    if accelerator.is_main_process:
+        adapter.save(directory, state_dict=state_dict)
+    accelerator.wait_for_everyone()
+
+
+def load_weights(accelerator, model, directory: Path) -> None:
+    """The weights of a folder written by `save_best` into `model` (prepared by accelerate), on every process."""
+    from accelerate.utils import DistributedType
+    from safetensors.torch import load_file
+
+    weights = {}
+    for f in sorted(Path(directory).glob("model*.safetensors")):
+        weights.update(load_file(str(f)))
+    if accelerator.distributed_type == DistributedType.FSDP:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+    else:
+        accelerator.unwrap_model(model).load_state_dict(weights)

@@ -1,8 +1,6 @@
 """Faster dropout for CPU training: the same Bernoulli keep-and-rescale, with cheaper random numbers.
 
-On CPU, `torch.nn.functional.dropout` draws every mask element through `bernoulli_`, about 7 ns each: 14 % of
-a MiniLM training step in a one-off torch.profiler run on this machine; the end-to-end gain is
-measured by benchmarks/train_throughput.py (its "torch dropout" column). Here the mask comes from
+On CPU, `torch.nn.functional.dropout` draws every mask element through `bernoulli_`. Here the mask comes from
 `random_()` over the full int64 range viewed as 16-bit integers (four draws per word): an element is kept when
 its draw is at or above round(p · 65536) − 32768, so the drop probability is p to within 1/65536
 (0.1 → 0.100006) and kept values are scaled by 1 / (1 − that probability), keeping the expectation exact.
@@ -12,9 +10,9 @@ GPUs keep torch's own dropout.
 `fast_dropout(model)` swaps every `nn.Dropout` for `FastDropout` and routes BERT-style attention through
 `bertkit_sdpa`: torch's SDPA, except while training on CPU, where the same attention is computed unfused
 (matmul, softmax, this dropout mask, matmul). That is the faster path there with or without attention dropout, at
-every length measured up to 384 (`python benchmarks/attention_paths.py`; torch's fused kernel is slowest on short
-rows). `restore_dropout(model)` undoes both; weights and saved files are unaffected.
-`set_dropout` sets training-time rates (`--dropout`, `--attention-dropout`).
+every length measured up to 384 (docs/speed.md; torch's fused kernel is slowest on short rows).
+`restore_dropout(model)` undoes both; weights and saved files are unaffected. `CALLS` counts the patched code's
+calls, so `bertkit.cpu.cpu_speedups` can check that a patch really took effect.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import torch
 from torch import nn
 
 ATTN = "bertkit_sdpa"
+CALLS = {"dropout": 0, "attention": 0}
 
 
 def keep_mask(shape, p: float, device) -> tuple[torch.Tensor, float]:
@@ -47,6 +46,7 @@ def drop(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
 
 class FastDropout(nn.Dropout):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        CALLS["dropout"] += 1
         return drop(x, self.p, self.training)
 
 
@@ -57,6 +57,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     if not module.training or query.device.type != "cpu":
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
+    CALLS["attention"] += 1
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [batch, heads, q, k]
     if attention_mask is not None:
@@ -77,16 +78,35 @@ def _register() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, sdpa_mask)
 
 
-def fast_dropout(model: nn.Module) -> nn.Module:
-    """Swap in FastDropout modules (and the attention above where the model uses SDPA). Returns the model."""
+def swap_dropout(model: nn.Module) -> int:
+    """Swap every `nn.Dropout` of `model` for a FastDropout of the same rate; returns how many were swapped."""
+    n = 0
     for parent in model.modules():
         for name, child in list(parent.named_children()):
             if type(child) is nn.Dropout:
                 setattr(parent, name, FastDropout(child.p))
+                n += 1
+    return n
+
+
+def route_attention(model: nn.Module) -> bool:
+    """Route a model that uses SDPA attention through `attention` above; False where it does not use SDPA or the
+    installed transformers has no attention registry (AttentionInterface, masking_utils)."""
     config = getattr(model, "config", None)
-    if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
+    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    try:
         _register()
-        config._attn_implementation = ATTN
+    except ImportError:
+        return False
+    config._attn_implementation = ATTN
+    return True
+
+
+def fast_dropout(model: nn.Module) -> nn.Module:
+    """Swap in FastDropout modules and the attention above where the model uses SDPA. Returns the model."""
+    swap_dropout(model)
+    route_attention(model)
     return model
 
 
@@ -99,24 +119,3 @@ def restore_dropout(model: nn.Module) -> nn.Module:
     if config is not None and getattr(config, "_attn_implementation", None) == ATTN:
         config._attn_implementation = "sdpa"
     return model
-
-
-def set_dropout(model: nn.Module, hidden: float | None = None, attention: float | None = None) -> dict[str, float]:
-    """Training-time dropout rates: `attention` for the attention probabilities (the `dropout` of every
-    `*SelfAttention` module), `hidden` for every other dropout (embeddings, sublayer outputs, classifier input);
-    None leaves a rate as the checkpoint has it. model.config is not changed, so saved files keep the checkpoint's
-    rates. Returns {module name: old rate} for `reset_dropout`."""
-    old = {}
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Dropout):
-            parent = model.get_submodule(name.rpartition(".")[0])
-            rate = attention if type(parent).__name__.endswith("SelfAttention") else hidden
-            if rate is not None:
-                old[name], module.p = module.p, float(rate)
-    return old
-
-
-def reset_dropout(model: nn.Module, old: dict[str, float]) -> None:
-    """Put back the rates `set_dropout` replaced (by module name, so after `restore_dropout` too)."""
-    for name, p in old.items():
-        model.get_submodule(name).p = p

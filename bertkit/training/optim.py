@@ -1,5 +1,8 @@
-"""What the trainer optimises: AdamW parameter groups (weight decay, layer-wise learning rates) and the
-pooler re-initialisation option. The learning-rate schedule scales every group's rate alike."""
+"""What the trainer optimises: AdamW parameter groups (weight decay, layer-wise learning rates). The
+learning-rate schedule scales every group's rate alike.
+
+Names are matched with or without the prefixes that FSDP (`_fsdp_wrapped_module.`) or DDP (`module.`) add, so
+the groups are right when the optimizer is built from a wrapped model."""
 
 from __future__ import annotations
 
@@ -7,8 +10,7 @@ import re
 
 import torch
 
-from .config import FinetuneConfig
-from .errors import BertkitError
+from ..config import FinetuneConfig
 
 
 def _depth(name: str, layers: int) -> int:
@@ -33,14 +35,3 @@ def build_optimizer(model, cfg: FinetuneConfig) -> torch.optim.AdamW:
         return torch.optim.AdamW(groups, lr=cfg.lr, fused=True)
     except (RuntimeError, TypeError):
         return torch.optim.AdamW(groups, lr=cfg.lr)
-
-
-def reinit_pooler(model) -> None:
-    """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
-    pooler = getattr(model.base_model, "pooler", None)
-    if pooler is None:
-        raise BertkitError("reinit_pooler: this model has no pooler (only sequence classification uses one)")
-    for module in pooler.modules():
-        if isinstance(module, torch.nn.Linear):
-            module.weight.data.normal_(0.0, model.config.initializer_range)
-            module.bias.data.zero_()

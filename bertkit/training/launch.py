@@ -1,37 +1,62 @@
-"""Launch checks: catch the silent multi-process failure modes before any work is done.
+"""Processes: start (or join) the launcher's process group, catch the silent multi-process failure modes before any
+work is done, and share decisions that must be the same on every process (the main process's value wins).
 
 Right commands (each process sees distinct batches; evaluation gathers every example once):
 - one CPU machine:   ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node 2 -m bertkit.cli finetune ...
 - one GPU machine:   accelerate launch --multi_gpu --num_processes 8 -m bertkit.cli finetune ...
                      (or: torchrun --standalone --nproc_per_node 8 -m bertkit.cli finetune ...)
+- FSDP:              accelerate launch --config_file examples/accelerate/fsdp2.yaml -m bertkit.cli finetune ...
 - several nodes:     torchrun --nnodes 2 --node_rank R --nproc_per_node 8 --rdzv_backend c10d \\
                        --rdzv_endpoint HOST:29500 -m bertkit.cli finetune ...   (same command on every node)
+Several nodes need a filesystem they all see at the output folder: the main process writes the run folder and
+checkpoints there, every process writes its own random-number state into each checkpoint and reads it on --resume.
 """
 
 from __future__ import annotations
 
 import os
 
-from .errors import BertkitError
+from ..errors import BertkitError
 
 CPU_COMMAND = "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node {n} -m bertkit.cli finetune ..."
 
 
-def check_launch(accelerator) -> None:
+def start():
+    """accelerate's process state (joins the process group a launcher set up), after checking the launch."""
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator() reads it
+    check_launch(state)
+    return state
+
+
+def check_launch(state) -> None:
     """Stop with the right command when the launcher's process count and accelerate's disagree."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world != accelerator.num_processes:
-        hint = CPU_COMMAND.format(n=world) if accelerator.device.type == "cpu" else \
+    if world != state.num_processes:
+        hint = CPU_COMMAND.format(n=world) if state.device.type == "cpu" else \
             f"torchrun --nproc_per_node {world} -m bertkit.cli finetune ..."
         raise BertkitError(
-            f"the launcher started {world} processes but each one runs alone ({accelerator.num_processes} process "
+            f"the launcher started {world} processes but each one runs alone ({state.num_processes} process "
             f"in its group), so every process would repeat the same work. On CPU, torch.distributed must be "
             f"told to use gloo: run\n    {hint}")
-    if "MASTER_PORT" in os.environ and "WORLD_SIZE" not in os.environ and accelerator.num_processes == 1:
+    if "MASTER_PORT" in os.environ and "WORLD_SIZE" not in os.environ and state.num_processes == 1:
         raise BertkitError(
             "this looks like `accelerate launch --cpu --num_processes N`, which starts ONE process on CPU "
             f"(a known accelerate limitation). For N processes on one CPU machine run\n"
             f"    {CPU_COMMAND.format(n='N')}")
+
+
+def main_value(state, value):
+    """The main process's `value`, on every process (a collective: every process calls it)."""
+    if state.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast_object_list
+
+    box = [value]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
 
 
 def is_main_process() -> bool:

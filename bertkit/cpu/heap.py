@@ -9,9 +9,7 @@ already mapped; PyTorch's CPU performance guides give the same advice by way of 
 `release_heap()` restores mmap use (at the highest threshold glibc's own adjustment reaches) and returns the free
 memory (`malloc_trim`). With another C library, or not on Linux, both do nothing. Tensors, numerics and saved
 files are unaffected; only where the allocator gets its pages changes. Peak memory can grow, since the heap keeps
-what it frees (SST-2: no change; SQuAD's longer windows: +7 to +27 % max RSS, README Speed). Measured by
-benchmarks/heap_ab.py (fresh processes) and ab_speed.py --variant mmap-malloc (one process); tested in
-tests/test_heap.py.
+what it frees (docs/speed.md). Tested in tests/test_heap.py.
 """
 
 from __future__ import annotations

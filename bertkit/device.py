@@ -1,0 +1,129 @@
+"""Where a model runs and in which precision: the one device and precision choice of training and inference.
+
+`--precision auto` is decided for the device that will run, from what the hardware does natively:
+- CUDA: bf16 where the GPU computes it natively (compute capability 8.0 and up: Ampere, Hopper, ...); fp16 with
+  loss scaling on older GPUs (V100, T4). `torch.cuda.is_bf16_supported()` is not used: it counts emulation.
+- CPU: bf16 only where the CPU has native bf16 instructions (`avx512_bf16` or AMX, `amx_bf16`) AND a bf16 matmul
+  of a BERT feed-forward shape ([2048×384]·[384×1536]) is measured faster than the fp32 one at start-up; fp32
+  otherwise. `torch.ops.mkldnn._is_mkldnn_bf16_supported()` is not used: it is true where bf16 is only emulated
+  (several times slower than fp32).
+- anything else: fp32.
+The choice comes back with its reason and evidence (CPU flags, the two timings), which runs record in versions.json.
+
+Example:
+```python
+>>> choice = choose_precision("auto", torch.device("cpu"))
+>>> choice.precision in ("bf16", "fp32"), choice.reason != ""
+(True, True)
+```
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .errors import BertkitError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+MATMUL_SHAPE = (2048, 384, 1536)  # tokens × hidden × feed-forward: a MiniLM/BERT intermediate projection
+
+
+@dataclass
+class PrecisionChoice:
+    precision: str  # fp32, bf16 or fp16
+    reason: str
+    evidence: dict = field(default_factory=dict)  # cpu_flags, matmul_ms: {fp32, bf16}, gpu, capability
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_DECIDED: dict[str, PrecisionChoice] = {}  # the auto choice for this machine's CPU, once per process
+
+
+def default_device() -> torch.device:
+    """The device inference runs on: the first GPU if there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux); empty where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def time_matmul(dtype: torch.dtype, shape=MATMUL_SHAPE, repeats: int = 5) -> float:
+    """Milliseconds of one [m×k]·[k×n] matmul in `dtype` on the CPU: the best of `repeats`, after a warm-up."""
+    m, k, n = shape
+    generator = torch.Generator().manual_seed(0)  # not the global generator: training seeds stay untouched
+    a = torch.randn(m, k, generator=generator).to(dtype)
+    b = torch.randn(k, n, generator=generator).to(dtype)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+def _cpu_choice(flags: set[str], timer) -> PrecisionChoice:
+    native = sorted(set(NATIVE_BF16_FLAGS) & flags)
+    evidence = {"cpu_flags": native}
+    if not native:
+        return PrecisionChoice("fp32", "the CPU has no native bf16 (neither avx512_bf16 nor amx_bf16): bf16 would "
+                                       "be emulated, several times slower than fp32", evidence)
+    ms = {"fp32": round(timer(torch.float32), 3), "bf16": round(timer(torch.bfloat16), 3)}
+    evidence["matmul_ms"] = ms
+    m, k, n = MATMUL_SHAPE
+    timing = f"a [{m}×{k}]·[{k}×{n}] matmul took {ms['bf16']} ms in bf16, {ms['fp32']} ms in fp32"
+    if ms["bf16"] < ms["fp32"]:
+        return PrecisionChoice("bf16", f"native bf16 ({', '.join(native)}) and {timing}", evidence)
+    return PrecisionChoice("fp32", f"the CPU reports {', '.join(native)} but {timing}", evidence)
+
+
+def _cuda_choice(device: torch.device) -> PrecisionChoice:
+    major, minor = torch.cuda.get_device_capability(device)
+    evidence = {"gpu": torch.cuda.get_device_name(device), "capability": f"{major}.{minor}"}
+    if major >= 8:
+        return PrecisionChoice("bf16", f"{evidence['gpu']} (compute capability {major}.{minor}) computes bf16 "
+                                       "natively", evidence)
+    return PrecisionChoice("fp16", f"{evidence['gpu']} (compute capability {major}.{minor}) has no native bf16; "
+                                   "fp16 with loss scaling", evidence)
+
+
+def choose_precision(requested: str, device: torch.device, flags: set[str] | None = None,
+                     timer=time_matmul) -> PrecisionChoice:
+    """`requested` checked for `device`, or for 'auto' the precision the hardware runs fastest (module docstring).
+    `flags` and `timer` can be given to decide for another CPU (tests)."""
+    if requested not in PRECISIONS:
+        raise BertkitError(f"--precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if requested == "fp16" and device.type == "cpu":
+        raise BertkitError("--precision fp16 needs a GPU; on CPU use bf16, fp32 or auto")
+    if requested != "auto":
+        return PrecisionChoice(requested, "requested")
+    if device.type == "cuda":
+        return _cuda_choice(device)
+    if device.type == "cpu":
+        if flags is not None or timer is not time_matmul:
+            return _cpu_choice(cpu_flags() if flags is None else flags, timer)
+        if "cpu" not in _DECIDED:  # this machine's answer does not change: time it once per process
+            _DECIDED["cpu"] = _cpu_choice(cpu_flags(), timer)
+        return _DECIDED["cpu"]
+    return PrecisionChoice("fp32", f"no bf16 policy for device type {device.type}")
+
+
+def autocast(precision: str, device: torch.device):
+    """The autocast context of `precision` on `device` (no-op for fp32)."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)

@@ -1,0 +1,124 @@
+"""Training and evaluation batches as torch DataLoaders, for `accelerator.prepare` to shard across processes.
+
+Training: `GroupedBatches` yields one epoch of bertkit's deterministic, length-grouped batch order
+(`bertkit.batching.train_batches`, a function of (seed, epoch) only). Its batches vary in size (the last one of an
+epoch is short), so it declares `batch_size = None`, and `drop_last = True`: with N processes accelerate gives each
+process every N-th batch and drops the batches that do not divide evenly, so every process takes the same number
+of steps. A resumed run replays the same order and skips the batches already trained on
+(`accelerator.skip_first_batches`).
+
+Evaluation: `SortedBatches` yields batches of similar length, longest first, all of `batch_size` but the last.
+With N processes accelerate completes that last batch on every process with examples from the start, so that every
+process runs the same number of forward passes (a process with nothing to do would otherwise leave the others
+waiting in a collective); `accelerator.gather_for_metrics` drops those repeats again. Rows carry their index, so
+outputs are put back in input order and checked to cover every feature exactly once.
+
+On a GPU, batches are padded to a multiple of 8 (tensor-core friendly shapes), two worker processes collate them
+and memory is pinned for the copy to the device.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from ..batching import sorted_batches, train_batches
+
+INDEX = "_index"  # batch key of the rows' positions in the features (evaluation only)
+
+
+class GroupedBatches:
+    """One epoch of training batches in the (seed, epoch) order; `set_epoch` before iterating."""
+
+    batch_size = None  # batches vary in size: accelerate must not pad or split them
+    drop_last = True  # several processes: drop the batches that do not divide evenly among them
+
+    def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool = True):
+        self.lengths, self.size, self.seed, self.group = list(lengths), batch_size, seed, group_by_length
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        yield from train_batches(self.lengths, self.size, self.seed, self.epoch, self.group)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.size)
+
+
+class SortedBatches:
+    """Evaluation batches: similar lengths together, longest first; all of `batch_size` but the last."""
+
+    drop_last = False
+
+    def __init__(self, lengths, batch_size: int):
+        self.lengths, self.batch_size = list(lengths), batch_size
+
+    def __iter__(self):
+        yield from sorted_batches(self.lengths, self.batch_size)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.batch_size)
+
+
+class Rows(Dataset):
+    """A features `datasets.Dataset` as torch's DataLoader reads it: a batch of rows in one Arrow take
+    (`__getitems__`), each row with its index when `with_index`."""
+
+    def __init__(self, features, with_index: bool = False):
+        self.features, self.with_index = features, with_index
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitems__(self, idx: list[int]) -> list[dict]:
+        columns = self.features[idx]  # {column: [value per row]}
+        rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
+        if self.with_index:
+            for row, i in zip(rows, idx):
+                row[INDEX] = i
+        return rows
+
+
+class Collate:
+    """The adapter's collate (padding to the longest row, or to a multiple of 8), keeping the rows' indices."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, rows: list[dict]) -> dict:
+        index = [row.pop(INDEX) for row in rows] if rows and INDEX in rows[0] else None
+        batch = self.collate(rows)
+        if index is not None:
+            batch[INDEX] = torch.tensor(index)  # [batch]
+        return batch
+
+
+def loader_options(device: torch.device) -> dict:
+    """Worker processes and pinned memory on a GPU; the CPU collates in the training process. Each loader has its
+    own generator: torch draws a seed for every new iterator, which from the global generator would shift the
+    dropout masks that follow (and a resumed run, which starts one more iterator, would train differently)."""
+    options = {"generator": torch.Generator().manual_seed(0)}
+    if device.type != "cuda":
+        return options
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the workers are forked after the tokenizer ran
+    return {**options, "num_workers": 2, "pin_memory": True}
+
+
+def train_loader(features, adapter, batch_size: int, seed: int, group_by_length: bool,
+                 device: torch.device) -> tuple[DataLoader, GroupedBatches]:
+    """The training DataLoader (to be prepared by accelerate) and its batch order (to `set_epoch` on)."""
+    order = GroupedBatches(features["length"], batch_size, seed, group_by_length)
+    loader = DataLoader(Rows(features), batch_sampler=order, collate_fn=Collate(adapter.collate),
+                        **loader_options(device))
+    return loader, order
+
+
+def eval_loader(features, adapter, batch_size: int, device: torch.device) -> DataLoader:
+    """An evaluation DataLoader whose batches carry each row's index under `INDEX`."""
+    return DataLoader(Rows(features, with_index=True), batch_sampler=SortedBatches(features["length"], batch_size),
+                      collate_fn=Collate(adapter.collate), **loader_options(device))

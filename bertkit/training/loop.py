@@ -1,0 +1,360 @@
+"""The training loop: a plain accelerate loop you can read top to bottom.
+
+    for each epoch: a prepared DataLoader of (seed, epoch)-ordered, length-grouped batches, sharded by accelerate
+        with accelerator.accumulate: forward → loss → backward → (on the accumulation boundary) clip, AdamW, schedule
+        every `eval_every`: evaluate (gather_for_metrics), log, keep the best, save a resumable checkpoint
+
+Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
+run ends with the same metrics and weights as an uninterrupted one. Every process takes part in evaluation and
+saving; only the main process writes files other than its own random state. Precision is decided once, for the
+device that runs, before the Accelerator exists (`bertkit.device`); CPU speed-ups are applied around the loop
+only and undone however it ends (`bertkit.cpu`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+
+from ..config import FinetuneConfig, to_yaml
+from ..cpu import cpu_speedups
+from ..device import PrecisionChoice, choose_precision
+from ..errors import BertkitError
+from ..metrics import resolve_metrics
+from ..report import write_report
+from ..trackers import check_trackers
+from ..utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
+from . import checkpoints, launch
+from .data import train_loader
+from .evaluation import predict_features
+from .options import reinit_pooler, reset_dropout, set_dropout
+from .prepare import prepare, restore_forward
+
+LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
+
+
+class Trainer:
+    """Fine-tune a task adapter.
+
+    Example:
+    ```python
+    >>> clf = SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
+    >>> trainer = Trainer(clf, FinetuneConfig(epochs=1, output_dir="runs/demo"))
+    >>> metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
+    ```
+    `callbacks` are called as `callback(trainer, state)` after every optimiser step. The run folder's config.yaml
+    records the adapter as it is (its model, max length, labels, task settings), whatever `config` says of them.
+    """
+
+    def __init__(self, adapter, config: FinetuneConfig, metric_hooks=None, accelerator: Accelerator | None = None,
+                 callbacks=()):
+        self.adapter, self.callbacks = adapter, list(callbacks)
+        self.cfg = dataclasses.replace(config, **adapter.run_fields())  # what is actually trained
+        self.output_dir = Path(config.output_dir or "runs/bertkit-run")
+        self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
+            config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
+        check_trackers(config.report_to)
+        state = launch.start()
+        if accelerator is None:
+            choice = launch.main_value(state, choose_precision(config.precision, state.device))
+            dynamo = {}
+            if config.compile:
+                from accelerate.utils import TorchDynamoPlugin
+
+                dynamo["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", dynamic=True,
+                                                            use_regional_compilation=True)
+            mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
+            _forget_other_precision(mixed)
+            accelerator = Accelerator(mixed_precision=mixed,
+                                      gradient_accumulation_steps=config.grad_accum, log_with=config.report_to or None,
+                                      project_dir=str(self.output_dir / "trackers"), **dynamo)
+        else:  # the caller's Accelerator decides
+            used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
+            if config.precision not in ("auto", used):
+                raise BertkitError(f"precision {config.precision} asked for, but the given Accelerator uses {used}")
+            choice = PrecisionChoice(used, "the given Accelerator's mixed_precision")
+            accelerator.gradient_accumulation_steps = config.grad_accum
+        self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
+
+    def log(self, msg: str) -> None:
+        if self.accelerator.is_main_process:
+            tqdm.write(msg, file=sys.stderr)
+
+    def evaluate(self, eval_sets: dict) -> tuple[dict, dict]:
+        """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it."""
+        metrics, predictions = {}, {}
+        for name, (examples, features) in eval_sets.items():
+            outputs = predict_features(self.accelerator, self.model, self.adapter, features, self.cfg.eval_batch_size)
+            metrics[name], predictions[name] = self.adapter.score(outputs, examples, features, self.metric_hooks)
+        return metrics, predictions
+
+    # --- set-up ---------------------------------------------------------------------------------------
+    def _start(self, total_steps: int, loader) -> dict:
+        """Model options, optimizer, schedule and accelerate wrapping; then resume state or a fresh one; then the
+        run folder (main process)."""
+        cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.adapter.model
+        set_seed(cfg.seed)
+        if cfg.reinit_pooler:  # on --resume the checkpoint's weights and RNG states replace these below
+            reinit_pooler(model)
+        if cfg.freeze_word_embeddings:  # undone in fit's finally
+            model.get_input_embeddings().weight.requires_grad_(False)
+        self._dropout = set_dropout(model, cfg.dropout, cfg.attention_dropout)  # likewise
+        self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
+        state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
+                 "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
+        found = checkpoints.find_resumable(self.ckpt_dir, self.log) if cfg.resume and acc.is_main_process else None
+        resume_from = launch.main_value(acc.state, found)  # one decision, read by every process
+        if cfg.resume and resume_from is None:
+            self.log(f"--resume: no usable checkpoint in {self.ckpt_dir}; starting from scratch")
+        if resume_from is not None:
+            acc.load_state(str(resume_from))  # weights, optimizer and every process's RNG states
+            state = checkpoints.load_state(resume_from)
+            self.scheduler.load_state_dict(state.pop("scheduler"))
+            self.log(f"resumed from {resume_from} (step {state['global_step']})")
+        if acc.is_main_process:
+            out.mkdir(parents=True, exist_ok=True)
+            for name in ("eval_metrics.jsonl", "train_log.jsonl"):  # drop lines written after the checkpoint
+                truncate_jsonl(out / name, state["global_step"])
+            with atomic_path(out / "config.yaml") as p:
+                p.write_text(to_yaml(cfg))
+            write_json(out / "versions.json", {**package_versions(), "precision": self.precision,
+                                                 "precision_choice": self.precision_choice.to_dict(),
+                                                 "processes": acc.num_processes, "device": str(acc.device),
+                                                 "distributed_type": str(acc.distributed_type)})
+        return state
+
+    # --- training -----------------------------------------------------------------------------------
+    def fit(self, train, evals: dict, test=None) -> dict:
+        cfg, acc = self.cfg, self.accelerator
+        if not evals:
+            raise BertkitError("at least one evaluation set is needed (validation_files)")
+        train = self.adapter.examples(train)
+        evals = {k: self.adapter.examples(v) for k, v in evals.items()}
+        with acc.main_process_first():  # the main process tokenises and fills the feature cache; the others read it
+            features = self.adapter.encode(train)
+            eval_sets = {k: (v, self.adapter.encode(v)) for k, v in evals.items()}
+        if acc.device.type == "cuda":
+            self.adapter.pad_to_multiple_of(8)
+        self._n_train = len(train)
+        loader, self._order = train_loader(features, self.adapter, cfg.batch_size, cfg.seed, cfg.group_by_length,
+                                           acc.device)
+        batches_per_epoch = len(self._order) // acc.num_processes  # per process
+        if batches_per_epoch == 0:
+            raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
+        steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
+        total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
+        self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
+        try:
+            state = self._start(total_steps, loader)
+            self.log(f"training: {len(features)} examples, {total_steps} steps ({steps_per_epoch}/epoch), batch "
+                     f"{cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
+                     f"({self.precision_choice.reason})")
+            sharded = acc.distributed_type.name in ("FSDP", "DEEPSPEED")
+            with cpu_speedups(self.adapter.model, cfg.fast_dropout, cfg.fused_qkv, cfg.keep_heap, self.log) \
+                    if acc.device.type == "cpu" and not sharded else nullcontext([]) as applied:
+                if applied:
+                    self.log(f"cpu speed-ups: {', '.join(applied)}")
+                self._train(state, eval_sets, total_steps, steps_per_epoch)
+            return self._finish(state, eval_sets, test)
+        finally:  # the adapter's model as it was given, whether training returned or raised
+            model = self.adapter.model
+            restore_forward(model)
+            reset_dropout(model, getattr(self, "_dropout", {}))
+            if cfg.freeze_word_embeddings:
+                model.get_input_embeddings().weight.requires_grad_(True)
+
+    def _train(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int) -> None:
+        cfg, acc = self.cfg, self.accelerator
+        if cfg.report_to:
+            try:
+                acc.init_trackers(self.output_dir.name, config={k: str(v) for k, v in cfg.to_dict().items()})
+            except Exception as e:  # a tracker that is not installed or not configured
+                raise BertkitError(f"--report-to {','.join(cfg.report_to)}: {e}") from None
+        eval_every = steps_per_epoch if cfg.eval_every == "epoch" else int(cfg.eval_every)
+        bar = tqdm(total=total_steps, initial=state["global_step"], desc="train", unit="step",
+                   disable=not acc.is_main_process or None)
+        self.model.train()
+        loss_sum = torch.zeros((), device=acc.device)  # summed on device: no per-step host synchronisation
+        self._grad_stats = torch.zeros(3, device=acc.device)  # Σ gradient norm, steps clipped, steps
+        trained = [p for p in self.model.parameters() if p.requires_grad]
+        done = state["global_step"] >= total_steps
+        self._since_log = [0, time.perf_counter()]
+        while not done:
+            self._order.set_epoch(state["epoch"])
+            self.train_loader.set_epoch(state["epoch"])
+            skip = state["step_in_epoch"] * cfg.grad_accum
+            batches = acc.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
+            t0 = time.perf_counter()
+            for batch in batches:
+                with acc.accumulate(self.model):
+                    loss = self.adapter.compute_loss(self.model, batch)
+                    acc.backward(loss)
+                    if acc.sync_gradients:
+                        self._clip(trained)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+                loss_sum += loss.detach()
+                self._since_log[0] += 1
+                state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
+                if not acc.sync_gradients:
+                    continue
+                if not self.optimizer.step_was_skipped:  # fp16: a step skipped for overflow keeps its rate
+                    self.scheduler.step()
+                state["global_step"] += 1
+                state["step_in_epoch"] += 1
+                step = state["global_step"]
+                bar.update(1)
+                fault_point("step", step)
+                for callback in self.callbacks:
+                    callback(self, state)
+                done = step >= total_steps
+                evaluate = step % eval_every == 0 or done or (cfg.eval_every == "epoch" and
+                                                              acc.gradient_state.end_of_dataloader)
+                save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
+                if step % LOG_EVERY == 0 or save:
+                    self._log_loss(state, loss_sum, bar)
+                if save:
+                    state["train_seconds"] += time.perf_counter() - t0
+                    if evaluate:
+                        done = self._evaluate(state, eval_sets, steps_per_epoch) or done
+                    checkpoints.save(acc, self.ckpt_dir, step, {**state, "scheduler": self.scheduler.state_dict()},
+                                     cfg.keep_checkpoints)
+                    self.model.train()
+                    t0 = time.perf_counter()
+                    self._since_log = [0, t0]
+                if done:
+                    break
+            else:
+                state["train_seconds"] += time.perf_counter() - t0
+                state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
+        bar.close()
+
+    def _clip(self, trained: list) -> None:
+        norm = self.accelerator.clip_grad_norm_(trained, self.cfg.max_grad_norm)  # the norm before clipping
+        if norm is None:  # some sharded set-ups
+            return
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP2: a DTensor
+        self._grad_stats += torch.stack([norm, norm > self.cfg.max_grad_norm, torch.ones_like(norm)]).float()
+
+    def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
+        """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes;
+        stop every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate,
+        examples/s, mean gradient norm (before clipping) and how many steps were clipped."""
+        n, since = self._since_log
+        if n == 0:
+            return
+        acc, step = self.accelerator, state["global_step"]
+        mean_loss = (acc.reduce(loss_sum.clone(), reduction="mean") / n).item()  # the same on every process
+        if not math.isfinite(mean_loss):
+            raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
+                               f"checkpoint is kept in {self.ckpt_dir}. Try a lower --lr or --precision fp32.")
+        now = time.perf_counter()
+        lr = max(self.scheduler.get_last_lr())  # the head's rate when layer_lr_decay gives layers lower ones
+        rate = n * self.cfg.batch_size * acc.num_processes / (now - since)
+        norm_sum, clipped, steps = self._grad_stats.tolist()
+        grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
+        bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
+        if acc.is_main_process:
+            append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss, "lr": lr,
+                                                               "examples_per_s": rate, **grads})
+        if self.cfg.report_to:
+            acc.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
+                     **{f"train/{k}": v for k, v in grads.items()}}, step=step)
+        loss_sum.zero_()
+        self._grad_stats.zero_()
+        self._since_log = [0, now]
+
+    def _evaluate(self, state: dict, eval_sets: dict, steps_per_epoch: int) -> bool:
+        """Evaluate, log, keep the best model; return True when early stopping says stop (the same everywhere:
+        every process scores the same gathered outputs)."""
+        acc, cfg = self.accelerator, self.cfg
+        fault_point("eval", state["global_step"])
+        metrics, predictions = self.evaluate(eval_sets)
+        self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
+        value = metrics[next(iter(eval_sets))][cfg.main_metric]
+        improved = state["best_metric"] is None or value > state["best_metric"]
+        if improved:
+            state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
+            checkpoints.save_best(acc, self.model, self.adapter, self.ckpt_dir / "best")
+        else:
+            state["bad_evals"] += 1
+        flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
+        if acc.is_main_process:
+            append_jsonl(self.output_dir / "eval_metrics.jsonl", {
+                "step": state["global_step"], "epoch": round(state["global_step"] / steps_per_epoch, 3), **flat})
+        if cfg.report_to:
+            acc.log(flat, step=state["global_step"])
+        self.log(f"step {state['global_step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in flat.items())
+                 + (" (best)" if improved else ""))
+        stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
+        if stop:
+            self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")
+        return stop
+
+    def _finish(self, state: dict, eval_sets: dict, test) -> dict:
+        """The best weights back in the model, validation (and test) scored, predictions, model and metrics written."""
+        acc, out, best = self.accelerator, self.output_dir, self.ckpt_dir / "best"
+        last = self._last_eval
+        if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
+            metrics, predictions = dict(last[1]), dict(last[2])
+        else:
+            checkpoints.load_weights(acc, self.model, best)
+            metrics, predictions = self.evaluate(eval_sets)
+        if test is not None:
+            test = self.adapter.examples(test)
+            with acc.main_process_first():
+                test_set = {"test": (test, self.adapter.encode(test))}
+            test_metrics, test_predictions = self.evaluate(test_set)
+            metrics.update(test_metrics)
+            predictions.update(test_predictions)
+            eval_sets = {**eval_sets, **test_set}
+        seconds = state["train_seconds"]
+        result = {"task": self.cfg.task, "main_metric": self.cfg.main_metric, "best_step": state["best_step"],
+                  **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
+                  "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
+                            "train_seconds": round(seconds, 1),
+                            "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
+                            "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
+        if acc.is_main_process:
+            main_split = next(iter(eval_sets))
+            for name, preds in predictions.items():
+                self.adapter.write_predictions(out, name, preds, main=name == main_split)
+            _save_into(self.adapter, out, best)  # after write_predictions: a task may record a setting (QA v2)
+            write_json(out / "metrics.json", result)
+            write_report(out)
+        if self.cfg.report_to:
+            acc.end_training()
+        acc.wait_for_everyone()
+        return result
+
+
+def _save_into(adapter, out: Path, best: Path) -> None:
+    """The run folder itself becomes the best checkpoint: the best weights (as saved during training, so no process
+    needs the full model in memory) with the adapter's config and tokenizer, each file replaced atomically."""
+    from safetensors.torch import load_file
+
+    weights = {}
+    for f in sorted(best.glob("model*.safetensors")):
+        weights.update(load_file(str(f)))
+    tmp = adapter.save(out / ".model.tmp", state_dict=weights)
+    for f in tmp.iterdir():
+        f.replace(out / f.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _forget_other_precision(mixed_precision: str) -> None:
+    """accelerate keeps one precision per process and refuses another; a notebook that trains in fp32 and then in
+    bf16 would have to restart. Forget the earlier choice (the process group, if any, stays)."""
+    from accelerate.state import AcceleratorState
+
+    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)

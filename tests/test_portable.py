@@ -1,0 +1,201 @@
+"""The trainer wherever it runs: precision chosen for the hardware, CPU speed-ups checked and undone however a run
+ends, and a run folder that records the model that was actually trained."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForSequenceClassification
+
+from bertkit import FinetuneConfig, QuestionAnswering, Trainer, device
+from bertkit.cpu import cpu_speedups, fused_qkv, heap
+from bertkit.cpu import dropout as fast_dropout
+from bertkit.errors import BertkitError
+
+from .test_contract import fit, small_config
+
+CPU = torch.device("cpu")
+
+
+def timer(fp32_ms: float, bf16_ms: float):
+    calls = []
+
+    def time_matmul(dtype):
+        calls.append(dtype)
+        return bf16_ms if dtype == torch.bfloat16 else fp32_ms
+
+    return time_matmul, calls
+
+
+def test_a_cpu_without_native_bf16_trains_in_fp32_without_timing_anything():
+    time_matmul, calls = timer(10.0, 1.0)
+    choice = device.choose_precision("auto", CPU, flags={"avx2", "avx512f", "avx512_vnni"}, timer=time_matmul)
+    assert choice.precision == "fp32" and "no native bf16" in choice.reason and calls == []
+
+
+@pytest.mark.parametrize("fp32_ms,bf16_ms,expected", [(10.0, 3.0, "bf16"), (10.0, 40.0, "fp32")])
+def test_native_bf16_is_used_only_where_it_is_measured_faster(fp32_ms, bf16_ms, expected):
+    time_matmul, calls = timer(fp32_ms, bf16_ms)
+    choice = device.choose_precision("auto", CPU, flags={"avx512f", "avx512_bf16"}, timer=time_matmul)
+    assert choice.precision == expected and sorted(map(str, calls)) == ["torch.bfloat16", "torch.float32"]
+    assert choice.evidence == {"cpu_flags": ["avx512_bf16"], "matmul_ms": {"fp32": fp32_ms, "bf16": bf16_ms}}
+    assert choice.precision == device.choose_precision("auto", CPU, flags={"amx_bf16"}, timer=time_matmul).precision
+
+
+def test_this_machine_gets_the_faster_of_its_two_precisions():
+    choice = device.choose_precision("auto", CPU)
+    timings = choice.evidence.get("matmul_ms")
+    if timings is None:  # no native bf16 here: fp32 without a measurement
+        assert choice.precision == "fp32"
+    else:
+        assert choice.precision == min(timings, key=timings.get)
+
+
+@pytest.mark.parametrize("capability,expected", [((7, 0), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"),
+                                                 ((9, 0), "bf16")])
+def test_gpus_get_bf16_only_where_native(monkeypatch, capability, expected):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "a GPU")
+    choice = device.choose_precision("auto", torch.device("cuda"))
+    assert choice.precision == expected and choice.evidence["capability"] == f"{capability[0]}.{capability[1]}"
+
+
+def test_explicit_precisions_are_checked():
+    assert device.choose_precision("bf16", CPU).precision == "bf16"
+    with pytest.raises(BertkitError, match="fp16 needs a GPU"):
+        device.choose_precision("fp16", CPU)
+
+
+def test_the_run_records_the_precision_choice_and_why(tiny_bert, sst2_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(device, "_DECIDED", {})
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512f"})  # an Intel Xeon without bf16
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", precision="auto", epochs=1))
+    versions = json.loads((tmp_path / "run" / "versions.json").read_text())
+    assert versions["precision"] == "fp32" and "no native bf16" in versions["precision_choice"]["reason"]
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["train"]["precision"] == "fp32"
+
+
+# --- CPU speed-ups ---------------------------------------------------------------------------------------------
+def model_of(tiny_bert):
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+
+
+def state_of(model) -> dict:
+    """What a patch could leave behind: module classes, dropout rates, instance forwards, attention, grads."""
+    return {"classes": [type(m).__name__ for m in model.modules()],
+            "rates": [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)],
+            "forwards": [n for n, m in model.named_modules() if "forward" in m.__dict__],
+            "attention": model.config._attn_implementation,
+            "requires_grad": [p.requires_grad for p in model.parameters()]}
+
+
+def outputs(model, seed=0):
+    ids = torch.randint(1000, 5000, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        evaluated = model.eval()(input_ids=ids).logits
+        torch.manual_seed(seed)
+        trained = model.train()(input_ids=ids).logits
+    return evaluated, trained
+
+
+def test_every_speed_up_takes_effect_with_the_installed_transformers(tiny_bert):
+    model = model_of(tiny_bert)
+    before = state_of(model)
+    with cpu_speedups(model, log=pytest.fail) as applied:
+        assert applied == ["fast_dropout", "unfused_attention", "fused_qkv", "keep_heap"]
+        assert state_of(model) != before
+    assert state_of(model) == before
+
+
+def test_what_does_not_take_effect_is_skipped_with_one_message(tiny_bert, monkeypatch):
+    model, messages = model_of(tiny_bert), []
+    monkeypatch.setattr(fused_qkv, "supported", lambda: False)  # an older transformers' BERT
+    monkeypatch.setattr(fast_dropout, "route_attention", lambda m: False)
+    with cpu_speedups(model, keep_heap=False, log=messages.append) as applied:
+        assert applied == ["fast_dropout"]
+    assert len(messages) == 2 and "fused QKV skipped" in messages[0] or "fused QKV skipped" in messages[1]
+    messages.clear()
+    monkeypatch.setattr(fused_qkv, "supported", lambda: True)
+    monkeypatch.setattr(fused_qkv, "fuse_qkv", lambda m: m)  # "patched", but the forward never reaches it
+    with cpu_speedups(model, fast_dropout=False, keep_heap=False, log=messages.append) as applied:
+        assert applied == []
+    assert messages == ["cpu speed-ups: fused_qkv did not take effect with this model and transformers; skipped"]
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_released(tiny_bert, sst2_dir,
+                                                                                       tmp_path, monkeypatch):
+    calls = []
+    real_release = heap.release_heap
+    monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release") or real_release())
+    from bertkit import SequenceClassification
+    from bertkit.data import load_classification_data
+
+    cfg = small_config(sst2_dir, tmp_path / "run", precision="bf16", dropout=0.0, attention_dropout=0.3,
+                       freeze_word_embeddings=True)
+    train, evals, names = load_classification_data(cfg)
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    before = state_of(clf.model)
+
+    def stop(trainer, state):
+        assert state_of(trainer.adapter.model) != before  # patched while training
+        if state["global_step"] == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        Trainer(clf, cfg, callbacks=[stop]).fit(train, evals)
+    assert state_of(clf.model) == before and calls == ["release"]
+    unpatched = copy.deepcopy(model_of(tiny_bert))
+    unpatched.classifier = copy.deepcopy(clf.model.classifier)
+    unpatched.load_state_dict(clf.model.state_dict())  # the weights it trained to, in a model never patched
+    for a, b in zip(outputs(clf.model), outputs(unpatched)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# --- one source of truth ---------------------------------------------------------------------------------------
+def test_a_notebook_run_records_the_model_and_windows_it_trained(tiny_bert, tmp_path):
+    from bertkit.data.squad import load_squad_data
+
+    from .test_qa import write_squad
+
+    data = write_squad(tmp_path / "squad", n_train=32, n_dev=8)
+    cfg = FinetuneConfig(task="squad", adapter="question-answering", data_dir=str(data), train_file="train.json",
+                         validation_files=["validation.json"], metrics=["exact_match", "f1"], main_metric="f1",
+                         precision="fp32", max_steps=2, batch_size=8, output_dir=str(tmp_path / "run"))
+    assert (cfg.model, cfg.max_length, cfg.window_overlap) == ("bert-base-uncased", 128, 128)  # the defaults
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64, window_overlap=16, max_question_length=16)
+    train, evals, _ = load_squad_data(cfg)
+    Trainer(qa, cfg).fit(train, evals)
+    recorded = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert (recorded["model"], recorded["max_length"], recorded["window_overlap"]) == (str(tiny_bert), 64, 16)
+    assert recorded["adapter"] == "question-answering" and recorded["max_question_length"] == 16
+    assert f"base_model: {tiny_bert}" in (tmp_path / "run" / "README.md").read_text()
+    again = QuestionAnswering.from_pretrained(str(tmp_path / "run"))  # its window settings come back from the run
+    assert (again.max_length, again.window_overlap, again.max_question_length) == (64, 16, 16)
+
+
+def test_gpu_loaders_use_workers_pinned_memory_and_pad_to_multiples_of_8(tiny_bert):
+    import datasets
+
+    from bertkit import SequenceClassification, TokenClassification
+    from bertkit.training.data import loader_options
+
+    assert {"num_workers", "pin_memory"} <= set(loader_options(torch.device("cuda")))
+    assert not {"num_workers", "pin_memory"} & set(loader_options(CPU))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"])
+    ner = TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-X", "I-X"])
+    rows = {clf: clf.encode(datasets.Dataset.from_dict({"text": ["one two three", "four"], "label": [0, 1]})),
+            ner: ner.encode(datasets.Dataset.from_dict({"tokens": [["a", "b", "c"], ["d"]],
+                                                        "tags": [[0, 1, 2], [0]]}))}
+    for adapter, features in rows.items():
+        assert adapter.collate(list(features))["input_ids"].shape[1] == 5  # the longest row: [CLS] 3 words [SEP]
+        adapter.pad_to_multiple_of(8)
+        assert adapter.collate(list(features))["input_ids"].shape[1] == 8
