@@ -183,6 +183,21 @@ def test_unanswerable_windows_target_cls_and_answerable_ones_as_in_v1(tiny_bert,
     assert any(s > 0 for s, _ in v1_targets)
 
 
+def test_training_from_a_v2_checkpoint_chooses_the_threshold_again(tiny_bert, tmp_path):
+    from bertkit.tasks import QuestionAnswering
+
+    QuestionAnswering.from_pretrained(str(tiny_bert), allow_no_answer=True, null_threshold=-2.5).save(tmp_path / "v2")
+    assert json.loads((tmp_path / "v2" / "config.json").read_text())["bertkit_null_threshold"] == -2.5
+    loaded = QuestionAnswering.from_pretrained(str(tmp_path / "v2"))
+    assert (loaded.allow_no_answer, loaded.null_threshold) == (True, -2.5)
+    again = QuestionAnswering.from_config(load_recipe("squad_v2", {"model": str(tmp_path / "v2")}))
+    assert (again.allow_no_answer, again.null_threshold) == (True, None)
+    v1 = QuestionAnswering.from_config(load_recipe("squad", {"model": str(tmp_path / "v2")}))
+    assert not v1.allow_no_answer and "squad_v2" not in v1.metric_builtins
+    v1.save(tmp_path / "v1")
+    assert "bertkit_null_threshold" not in json.loads((tmp_path / "v1" / "config.json").read_text())
+
+
 OFFSETS = np.array([[0, 0], [0, 3], [0, 0], [0, 5], [6, 11], [0, 0]])  # [CLS] who [SEP] hello world [SEP]
 
 

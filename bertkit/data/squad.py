@@ -67,15 +67,16 @@ def _get(obj, key: str, kind: type, source, where: str):
 def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool) -> bool:
     """Whether the question is unanswerable; raises DataError when its answers do not fit that."""
     flag = qa.get("is_impossible")
-    if flag is not None and not isinstance(flag, bool):
-        raise DataError(f"question {qid}: 'is_impossible' must be true or false, got {flag!r:.40}", file=source,
-                        field=f"{where}.is_impossible")
     if not no_answer:
         if not isinstance(answers, list) or not answers:
-            hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag else ""
+            hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
+                else ""
             raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one){hint}",
                             file=source, field=f"{where}.answers")
         return False
+    if flag is not None and not isinstance(flag, bool):
+        raise DataError(f"question {qid}: 'is_impossible' must be true or false, got {flag!r:.40}", file=source,
+                        field=f"{where}.is_impossible")
     if not isinstance(answers, list):
         raise DataError(f"question {qid}: 'answers' must be a list ([] for an unanswerable question), got "
                         f"{answers!r:.40}", file=source, field=f"{where}.answers")

@@ -85,10 +85,11 @@ class QuestionAnswering(Adapter):
 
     @classmethod
     def from_config(cls, cfg, label_names=None):
-        """For training: a SQuAD 2.0 threshold is chosen again on this run's evaluation set, even when the base
-        checkpoint carries one."""
+        """For training: the recipe says whether questions may have no answer, and a SQuAD 2.0 threshold is chosen
+        again on this run's evaluation set, even when the base checkpoint carries one."""
         adapter = super().from_config(cfg, label_names)
-        adapter.null_threshold = None
+        adapter.null_threshold, adapter.allow_no_answer = None, cfg.allow_no_answer
+        adapter.metric_builtins = SQUAD_V2_BUILTIN if cfg.allow_no_answer else SQUAD_BUILTIN
         if hasattr(adapter.model.config, "bertkit_null_threshold"):
             del adapter.model.config.bertkit_null_threshold
         return adapter
