@@ -19,6 +19,8 @@ Example:
 >>> qa = QuestionAnswering.from_pretrained("runs/squad")
 >>> qa.predict(["Which team won Super Bowl 50?"], ["The Denver Broncos defeated the Carolina Panthers 24-10."])[0]
 {'answer': 'Denver Broncos', 'score': 0.93, 'start': 4, 'end': 18}
+>>> QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl 51?"], [context])[0]
+{'answer': '', 'score': 0.62, 'start': 0, 'end': 0, 'no_answer': True, 'null_odds': 2.4}
 ```
 """
 
@@ -175,7 +177,7 @@ class QuestionAnswering(Adapter):
         threshold = self.null_threshold if threshold is None else threshold
         predictions = []
         for qid, context, wins in zip(ids, examples["context"], windows):
-            p = {"id": qid, "nbest": rank_answers(wins, context, self.n_best, self.max_answer_length)}
+            p = {"nbest": rank_answers(wins, context, self.n_best, self.max_answer_length)}
             if self.allow_no_answer:
                 p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"], null_logit(wins))
             predictions.append({"id": qid, **self._decide(p, threshold), **p})
