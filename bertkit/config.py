@@ -131,6 +131,10 @@ class FinetuneConfig:
                                     "against the others, ties to the earliest).", choices=["first", "consensus"])
     skip_bad_examples: bool = _f(False, "QA: skip (and count) questions whose answer_start does not index their "
                                         "answer text, instead of stopping with an error.")
+    allow_no_answer: bool = _f(False, "QA: questions may have no answer (SQuAD 2.0): unanswerable ones train on the "
+                                      "[CLS] span; a question gets no answer when the [CLS] score beats the best span "
+                                      "by more than a threshold chosen on the main evaluation set (saved with the "
+                                      "model).")
     # schedule of evaluation and checkpoints
     eval_every: str = _f("epoch", "Evaluate every 'epoch', or every N optimiser steps.")
     save_every: int | None = _f(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
@@ -245,6 +249,8 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
         raise BertkitError(f"{source}: 'ner_context' applies to token-classification only")
     if cfg.ner_casing and cfg.adapter != "token-classification":
         raise BertkitError(f"{source}: 'ner_casing' applies to token-classification only")
+    if cfg.allow_no_answer and cfg.adapter != "question-answering":
+        raise BertkitError(f"{source}: 'allow_no_answer' applies to question-answering only")
     if cfg.window_overlap < 0:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:

@@ -22,6 +22,8 @@ CONLL = ["finetune", "conll2003", "--model", "{tiny}", "--validation-files", str
          "--test-file", str(GOOD / "valid.conll"), "--output-dir", "{out}", "--train-file"]
 SQUAD = ["finetune", "squad", "--model", "{tiny}", "--validation-files", str(GOOD / "validation.json"),
          "--output-dir", "{out}", "--train-file"]
+SQUAD_V2 = ["finetune", "squad_v2", "--model", "{tiny}", "--validation-files", str(GOOD / "validation.json"),
+            "--output-dir", "{out}", "--train-file"]
 EXTRACT = ["extract", "--model", "{tiny}", "--output", "{out}", "--layers", "last", "--input"]
 PREDICT = ["predict", "--model", "{clf}", "--output", "{out}", "--input"]
 RECIPE = ["finetune", "--model", "{tiny}", "--output-dir", "{out}"]
@@ -54,6 +56,10 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("squad_not_json.json", SQUAD, "squad_not_json.json, line 1: not valid JSON"),
     ("squad_no_data.json", SQUAD, "not SQuAD JSON"),
     ("squad_empty_context.json", SQUAD, "empty context"),
+    ("squad_v2_impossible_with_answers.json", SQUAD_V2, 'squad_v2_impossible_with_answers.json, line 6, field '
+     '"data[0].paragraphs[0].qas[1].answers": question q-impossible: is_impossible is true but it has 1 answer(s)'),
+    ("squad_v2_answerable_without_answers.json", SQUAD_V2, 'squad_v2_answerable_without_answers.json, line 6, field '
+     '"data[0].paragraphs[0].qas[1].answers": question q-noanswers: no answers, but is_impossible is false'),
     ("extract_blank_line.txt", EXTRACT, "extract_blank_line.txt, line 2: empty text"),
     ("extract_missing_field.jsonl", EXTRACT, "line 1, field \"text\": missing text field"),
     ("extract_empty.txt", EXTRACT, "extract_empty.txt: file is empty"),

@@ -48,14 +48,15 @@ def test_conll_reader(content, tag_column):
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
                            st.sampled_from(["data", "paragraphs", "qas", "context", "question", "id", "answers",
-                                            "text", "answer_start", "title"]), kids, max_size=5), max_leaves=30)
+                                            "text", "answer_start", "title", "is_impossible"]), kids, max_size=5),
+                       max_leaves=30)
 
 
 @FUZZ
-@given(doc=JSONISH, raw=TEXTISH, skip=st.booleans())
-def test_squad_reader(doc, raw, skip):
-    parse(".json", json.dumps(doc), lambda p: read_squad_file(p, skip_bad=skip))
-    parse(".json", raw, lambda p: read_squad_file(p, skip_bad=skip))
+@given(doc=JSONISH, raw=TEXTISH, skip=st.booleans(), no_answer=st.booleans())
+def test_squad_reader(doc, raw, skip, no_answer):
+    parse(".json", json.dumps(doc), lambda p: read_squad_file(p, skip_bad=skip, no_answer=no_answer))
+    parse(".json", raw, lambda p: read_squad_file(p, skip_bad=skip, no_answer=no_answer))
 
 
 @FUZZ

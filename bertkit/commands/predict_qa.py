@@ -1,6 +1,8 @@
 """`bertkit predict` for a question-answering checkpoint: JSONL {question, context[, id]} in, JSONL
 {[id,] answer, score, start, end} out, with `start`/`end` character offsets into the context (end exclusive) and
-`score` the answer's probability among the n best spans.
+`score` the answer's probability among the n best spans. A SQuAD 2.0 run (`finetune squad_v2`) may answer "no
+answer": its lines add `no_answer` (true: answer "", start = end = 0, score the no-answer probability) and
+`null_odds` (the [CLS] score minus the best span's; no answer when it exceeds the threshold saved with the run).
 
 `predict.py` hands a run over here when the checkpoint's head is `*ForQuestionAnswering`.
 

@@ -1,11 +1,18 @@
-"""SQuAD v1.1 data → `datasets.Dataset` of questions with columns `id`, `question`, `context`, `answers`.
+"""SQuAD v1.1 and 2.0 data → `datasets.Dataset` of questions with columns `id`, `question`, `context`, `answers`.
 
 `answers` has the hub format `{"text": [...], "answer_start": [...]}` (character offsets into the context). Sources:
 the official JSON layout (`{"data": [{"paragraphs": [{"context", "qas": [{"id", "question", "answers"}]}]}]}`)
-under `data_dir`, or, without local data, the recipe's hub dataset (`rajpurkar/squad`, online only).
+under `data_dir`, or, without local data, the recipe's hub dataset (`rajpurkar/squad`, `rajpurkar/squad_v2`,
+online only).
 
-Everything is validated before a run starts; an error names the file (or hub split) and the question id:
-malformed JSON, missing fields, an empty question or context, a duplicate id, and an `answer_start` that does not
+SQuAD 2.0 (`no_answer=True`; the recipe's `allow_no_answer`): a question may be unanswerable, marked
+`"is_impossible": true` with `"answers": []` (its `plausible_answers` are ignored); its `answers` column is then
+empty. An unanswerable question with answers, or an answerable one (`is_impossible` false) without any, is an error.
+Without `is_impossible` (the hub's layout) empty answers mean unanswerable. SQuAD v1.1 questions all need answers.
+
+Everything is validated before a run starts; an error names the file (or hub split), the line of the question's id
+in the JSON text, the field (its path in the file) and the question id: malformed JSON, missing fields, an empty
+question or context, a duplicate id, answers that do not fit `is_impossible`, and an `answer_start` that does not
 index its answer text. The last one alone can be skipped (`skip_bad_examples`, `--skip-bad-examples`): such
 questions are dropped and counted in a warning. Questions keep their text minus leading/trailing whitespace;
 contexts are kept byte for byte, since answer offsets point into them.
@@ -20,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -34,6 +43,10 @@ from .readers import _text
 
 logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
+FEATURES = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
+                              "context": datasets.Value("string"), "answers": {
+                                  "text": datasets.List(datasets.Value("string")),
+                                  "answer_start": datasets.List(datasets.Value("int64"))}})  # as inferred from v1.1
 
 
 class AnswerMismatch(DataError):
@@ -51,59 +64,111 @@ def _get(obj, key: str, kind: type, source, where: str):
     return obj[key]
 
 
-def check_question(qa, context: str, source, where: str) -> dict:
-    """One question as a row (`id`, `question`, `context`, `answers`); raises DataError naming its id."""
+def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool) -> bool:
+    """Whether the question is unanswerable; raises DataError when its answers do not fit that."""
+    flag = qa.get("is_impossible")
+    if not no_answer:
+        if not isinstance(answers, list) or not answers:
+            hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
+                else ""
+            raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one){hint}",
+                            file=source, field=f"{where}.answers")
+        return False
+    if flag is not None and not isinstance(flag, bool):
+        raise DataError(f"question {qid}: 'is_impossible' must be true or false, got {flag!r:.40}", file=source,
+                        field=f"{where}.is_impossible")
+    if not isinstance(answers, list):
+        raise DataError(f"question {qid}: 'answers' must be a list ([] for an unanswerable question), got "
+                        f"{answers!r:.40}", file=source, field=f"{where}.answers")
+    if flag and answers:
+        raise DataError(f"question {qid}: is_impossible is true but it has {len(answers)} answer(s) (an unanswerable "
+                        'SQuAD 2.0 question has "answers": []; candidate spans go in "plausible_answers")',
+                        file=source, field=f"{where}.answers")
+    if flag is False and not answers:
+        raise DataError(f"question {qid}: no answers, but is_impossible is false (an answerable SQuAD 2.0 question "
+                        "has at least one; an unanswerable one is marked is_impossible: true)", file=source,
+                        field=f"{where}.answers")
+    return not answers
+
+
+def check_question(qa, context: str, source, where: str, no_answer: bool = False) -> dict:
+    """One question as a row (`id`, `question`, `context`, `answers`); raises DataError naming its id. With
+    `no_answer` (SQuAD 2.0) an unanswerable question gets empty answers."""
     qid = _get(qa, "id", str, source, where)
     if not qid.strip():
         raise DataError("empty question id", file=source, field=f"{where}.id")
     if not isinstance(context, str) or not context.strip():
-        raise DataError(f"question {qid}: empty context", file=source, field="context")
+        raise DataError(f"question {qid}: empty context", file=source, field=f"{where.rsplit('.qas', 1)[0]}.context")
     question = qa.get("question")
     if question is None:
-        raise DataError(f"question {qid}: missing field 'question'", file=source, field="question")
+        raise DataError(f"question {qid}: missing field 'question'", file=source, field=f"{where}.question")
     if not isinstance(question, str) or not question.strip():
         raise DataError(f"question {qid}: " + ("empty question" if isinstance(question, str) else
                                                f"the question must be text, got {question!r:.80}"),
-                        file=source, field="question")
+                        file=source, field=f"{where}.question")
     answers = qa.get("answers")
-    if not isinstance(answers, list) or not answers:
-        raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one)", file=source,
-                        field="answers")
+    if _impossible(qa, qid, answers, source, where, no_answer):
+        return {"id": qid, "question": question.strip(), "context": context, "answers": {"text": [],
+                                                                                         "answer_start": []}}
     texts, starts = [], []
     for k, answer in enumerate(answers):
         text, start = (answer.get("text"), answer.get("answer_start")) if isinstance(answer, dict) else (None, None)
         if not isinstance(text, str) or not text.strip():
-            raise DataError(f"question {qid}: answer {k} has no text", file=source, field=f"answers[{k}].text")
+            raise DataError(f"question {qid}: answer {k} has no text", file=source,
+                            field=f"{where}.answers[{k}].text")
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
             raise DataError(f"question {qid}: answer {k} needs a character offset 'answer_start' (an integer "
-                            f"≥ 0), got {start!r}", file=source, field=f"answers[{k}].answer_start")
+                            f"≥ 0), got {start!r}", file=source, field=f"{where}.answers[{k}].answer_start")
         found = context[start:start + len(text)]
         if found != text:
             raise AnswerMismatch(f"question {qid}: answer_start {start} does not index the answer {text!r} (the "
                                  f"context there reads {found!r}); {SKIP_HINT}", file=source,
-                                 field=f"answers[{k}].answer_start")
+                                 field=f"{where}.answers[{k}].answer_start")
         texts.append(text)
         starts.append(start)
     return {"id": qid, "question": question.strip(), "context": context,
             "answers": {"text": texts, "answer_start": starts}}
 
 
-def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None) -> tuple[dict, int]:
-    """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions)."""
+def _id_lines(text: str):
+    """`line_of(qid, nth)`: the line of the `nth` `"id": "<qid>"` in a JSON text (None when not found)."""
+    def line_of(qid, nth: int = 0) -> int | None:
+        if not isinstance(qid, str):
+            return None
+        for dumped in {json.dumps(qid), json.dumps(qid, ensure_ascii=False)}:
+            found = list(itertools.islice(re.finditer(r'"id"\s*:\s*' + re.escape(dumped), text), nth + 1))
+            if len(found) > nth:
+                return text.count("\n", 0, found[nth].start()) + 1
+        return None
+    return line_of
+
+
+def _at_line(e: DataError, line: int | None) -> DataError:
+    return e if line is None or e.line is not None else type(e)(e.reason, file=e.file, line=line, field=e.field)
+
+
+def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None,
+                      no_answer: bool = False, line_of=None) -> tuple[dict, int]:
+    """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions).
+    `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors."""
     columns: dict[str, list] = {"id": [], "question": [], "context": [], "answers": []}
     seen: dict[str, str] = {}
     skipped = 0
+    line_of = line_of or (lambda qid, nth=0: None)
     for where, qa, context in records:
+        qid = qa.get("id") if isinstance(qa, dict) else None
         try:
-            row = check_question(qa, context, source, where)
-        except AnswerMismatch:
+            row = check_question(qa, context, source, where, no_answer)
+        except AnswerMismatch as e:
             if not skip_bad:
-                raise
+                raise _at_line(e, line_of(qid)) from None
             skipped += 1
             continue
+        except DataError as e:
+            raise _at_line(e, line_of(qid)) from None
         if row["id"] in seen:
             raise DataError(f"question {row['id']}: duplicate id (first at {seen[row['id']]})", file=source,
-                            field="id")
+                            line=line_of(qid, nth=1), field=f"{where}.id")
         seen[row["id"]] = where
         for key, value in row.items():
             columns[key].append(value)
@@ -129,16 +194,18 @@ def _records(obj, path: Path):
                 yield f"{where}.qas[{q}]", qa, context
 
 
-def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None) -> tuple[datasets.Dataset, int]:
-    """Read and validate a SQuAD v1.1 JSON file: (questions, number skipped). All questions are validated, then the
-    first `max_samples` are kept."""
+def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None,
+                    no_answer: bool = False) -> tuple[datasets.Dataset, int]:
+    """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`): (questions, number skipped). All
+    questions are validated, then the first `max_samples` are kept."""
     path = Path(path)
+    text = _text(path)
     try:
-        obj = json.loads(_text(path))
+        obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
-    columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples)
-    return datasets.Dataset.from_dict(columns), skipped
+    columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer, _id_lines(text))
+    return datasets.Dataset.from_dict(columns, features=FEATURES), skipped
 
 
 def _hub_records(ds: datasets.Dataset):
@@ -146,14 +213,15 @@ def _hub_records(ds: datasets.Dataset):
         answers = row.get("answers") or {}
         qa = {"id": row.get("id"), "question": row.get("question"), "answers": [
             {"text": t, "answer_start": s} for t, s in zip(answers.get("text", []), answers.get("answer_start", []))]}
-        yield f"row {i}", qa, row.get("context") or ""
+        yield f"rows[{i}]", qa, row.get("context") or ""
 
 
 def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
     out = []
     for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits):
-        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub_dataset} ({name})", cfg.skip_bad_examples, n)
-        out.append(datasets.Dataset.from_dict(columns))
+        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub_dataset} ({name})", cfg.skip_bad_examples, n,
+                                       cfg.allow_no_answer)
+        out.append(datasets.Dataset.from_dict(columns, features=FEATURES))
     return out
 
 
@@ -175,7 +243,7 @@ def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
         return train
     columns = train.to_dict()
     columns["answers"] = [consensus_first(a) for a in columns["answers"]]
-    moved = sum(a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0]
+    moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
                 for a, b in zip(columns["answers"], train["answers"]))
     print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
           "their first", file=sys.stderr)
@@ -191,7 +259,7 @@ def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
         return _train_answers(train, cfg.train_answer), dict(zip(cfg.hub_splits[1:], evals)), []
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
-    read = dict(skip_bad=cfg.skip_bad_examples)
+    read = dict(skip_bad=cfg.skip_bad_examples, no_answer=cfg.allow_no_answer)
     train, _ = read_squad_file(_local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
     train = _train_answers(train, cfg.train_answer)
     evals = {}
@@ -204,7 +272,7 @@ def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
 def load_squad_split(cfg, split: str, file: str | None = None) -> datasets.Dataset:
     """One labelled split: an explicit file, the recipe's validation file whose stem is `split`, its test file
     ('test'), or (no local data) the hub split of that name."""
-    read = dict(skip_bad=cfg.skip_bad_examples, max_samples=cfg.max_eval_samples)
+    read = dict(skip_bad=cfg.skip_bad_examples, max_samples=cfg.max_eval_samples, no_answer=cfg.allow_no_answer)
     if file:
         return read_squad_file(Path(file), **read)[0]
     path = split_path(cfg, split)

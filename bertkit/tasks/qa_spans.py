@@ -11,7 +11,10 @@ and the inclusive token range `context_start..context_end` of the context piece.
   start logit + end logit;
 - `rank_answers`: an example's answers over all its windows: spans mapped to characters of the original
   context (so the text is cut from it, spacing and case intact), the same span from overlapping windows kept once
-  with its best logit, the `n_best` best, each with a probability (softmax over those kept).
+  with its best logit, the `n_best` best, each with a probability (softmax over those kept);
+- SQuAD 2.0 (questions may have no answer; BERT §4.3): `null_logit`, the no-answer score of a question (the
+  [CLS] "span"), `with_null`, the n best spans against it (null odds = null logit − best span logit), and
+  `decide`, the answer: "no answer" when the null odds exceed a threshold, else the best span.
 
 Example:
 ```python
@@ -92,3 +95,27 @@ def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answ
     probs = _softmax(np.array([logit for _, logit in ranked]))  # [answers]
     return [{"text": context[a:b], "score": float(p), "logit": logit, "start": a, "end": b}
             for ((a, b), logit), p in zip(ranked, probs)]
+
+
+def null_logit(windows: list[Window]) -> float:
+    """A question's no-answer score: start logit + end logit at [CLS] (position 0 of every window), the minimum over
+    its windows, as Google's run_squad.py and Hugging Face's `postprocess_qa_predictions` take it."""
+    return min(float(w.start_logits[0] + w.end_logits[0]) for w in windows)
+
+
+def with_null(answers: list[dict], null: float) -> tuple[list[dict], float, float]:
+    """SQuAD 2.0: (the answers re-scored with probabilities over the spans and the null answer together, the null
+    answer's probability, the null odds). Null odds = null logit − the best span's logit (run_squad.py's
+    `score_diff`; a question without any span counts its best span logit as 0, as run_qa.py's empty prediction)."""
+    probs = _softmax(np.array([a["logit"] for a in answers] + [null]))  # [answers + 1], the null last
+    odds = null - (answers[0]["logit"] if answers else 0.0)
+    return [{**a, "score": float(p)} for a, p in zip(answers, probs)], float(probs[-1]), float(odds)
+
+
+def decide(answers: list[dict], null_odds: float, null_probability: float, threshold: float) -> dict:
+    """{text, score, start, end, no_answer}: "no answer" (text "", the null's probability, start = end = 0) when
+    `null_odds` > `threshold` or there is no span, else the best span."""
+    if null_odds > threshold or not answers:
+        return {"text": "", "score": null_probability, "start": 0, "end": 0, "no_answer": True}
+    top = answers[0]
+    return {"text": top["text"], "score": top["score"], "start": top["start"], "end": top["end"], "no_answer": False}

@@ -1,5 +1,5 @@
-"""Extractive question answering (SQuAD v1.1): the answer is a span of the context, found by a start and an end
-classifier over the context's tokens.
+"""Extractive question answering (SQuAD v1.1 and 2.0): the answer is a span of the context, found by a start and an
+end classifier over the context's tokens.
 
 Input windows `[CLS] question [SEP] piece of the context [SEP]`: only the context is truncated ("only_second"), a
 long context gives several windows of `max_length` word pieces, consecutive ones sharing `window_overlap` of them.
@@ -8,11 +8,19 @@ last token, or [CLS] (position 0) for both when the window does not hold the who
 answer is the training answer). Prediction: the best span over all windows of the question (see `qa_spans.py`),
 cut from the original context by character offsets.
 
+SQuAD 2.0 (`allow_no_answer`): an unanswerable question's windows target [CLS] too (BERT §4.3). Its no-answer score
+is start + end logit at [CLS] (the minimum over its windows); null odds = that score − the best span's. The answer is
+"" (`no_answer: true`) when the null odds exceed a threshold: in training, the official `evaluate-v2.0.py`'s
+`best_f1_thresh` on each evaluation set, and the main set's is saved in the checkpoint's config.json
+(`bertkit_null_threshold`), which `bertkit evaluate`, `predict` and `QuestionAnswering.predict` then use.
+
 Example:
 ```python
 >>> qa = QuestionAnswering.from_pretrained("runs/squad")
 >>> qa.predict(["Which team won Super Bowl 50?"], ["The Denver Broncos defeated the Carolina Panthers 24-10."])[0]
 {'answer': 'Denver Broncos', 'score': 0.93, 'start': 4, 'end': 18}
+>>> QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl 51?"], [context])[0]
+{'answer': '', 'score': 0.62, 'start': 0, 'end': 0, 'no_answer': True, 'null_odds': 2.4}
 ```
 """
 
@@ -28,10 +36,11 @@ from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..inference import forward_all
-from ..metrics import SQUAD_BUILTIN, compute_metrics
+from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
+from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..utils import write_json
 from .base import Adapter
-from .qa_spans import Window, label_window, rank_answers
+from .qa_spans import Window, decide, label_window, null_logit, rank_answers, with_null
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a context without any token
@@ -47,10 +56,17 @@ class QuestionAnswering(Adapter):
     metric_builtins = SQUAD_BUILTIN
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, window_overlap: int = 128,
-                 max_question_length: int = 64, max_answer_length: int = 30, n_best: int = 20):
+                 max_question_length: int = 64, max_answer_length: int = 30, n_best: int = 20,
+                 allow_no_answer: bool = False, null_threshold: float | None = None):
         super().__init__(model, tokenizer, [], max_length)  # no label names: the head is start/end
         self.window_overlap, self.max_question_length = window_overlap, max_question_length
         self.max_answer_length, self.n_best = max_answer_length, n_best
+        # SQuAD 2.0: the threshold on the null odds; None = choose it on each evaluation set (training)
+        self.null_threshold = null_threshold if null_threshold is not None else getattr(
+            model.config, "bertkit_null_threshold", None)
+        self.allow_no_answer = allow_no_answer or self.null_threshold is not None
+        if self.allow_no_answer:
+            self.metric_builtins = SQUAD_V2_BUILTIN
         if not getattr(tokenizer, "is_fast", False):
             raise BertkitError("question answering needs a fast (Rust) tokenizer for character offsets; "
                                f"{type(tokenizer).__name__} is not one")
@@ -68,11 +84,23 @@ class QuestionAnswering(Adapter):
     @classmethod
     def options_from_config(cls, cfg) -> dict:
         return dict(window_overlap=cfg.window_overlap, max_question_length=cfg.max_question_length,
-                    max_answer_length=cfg.max_answer_length, n_best=cfg.n_best)
+                    max_answer_length=cfg.max_answer_length, n_best=cfg.n_best, allow_no_answer=cfg.allow_no_answer)
+
+    @classmethod
+    def from_config(cls, cfg, label_names=None):
+        """For training: the recipe says whether questions may have no answer, and a SQuAD 2.0 threshold is chosen
+        again on this run's evaluation set, even when the base checkpoint carries one."""
+        adapter = super().from_config(cfg, label_names)
+        adapter.null_threshold, adapter.allow_no_answer = None, cfg.allow_no_answer
+        adapter.metric_builtins = SQUAD_V2_BUILTIN if cfg.allow_no_answer else SQUAD_BUILTIN
+        if hasattr(adapter.model.config, "bertkit_null_threshold"):
+            del adapter.model.config.bertkit_null_threshold
+        return adapter
 
     def run_fields(self) -> dict:
         return {**super().run_fields(), **{k: getattr(self, k) for k in ("window_overlap", "max_question_length",
-                                                                        "max_answer_length", "n_best")}}
+                                                                        "max_answer_length", "n_best",
+                                                                        "allow_no_answer")}}
 
     @classmethod
     def load_data(cls, cfg):
@@ -113,11 +141,13 @@ class QuestionAnswering(Adapter):
                 out["context_start"].append(start)
                 out["context_end"].append(end)
                 if labelled:
-                    answer = batch["answers"][q]
-                    first = answer["answer_start"][0]
-                    ids = enc["input_ids"][w]
-                    s, e = label_window(np.asarray(enc["offset_mapping"][w]), start, end, first,
-                                        first + len(answer["text"][0]), ids.index(cls_id) if cls_id in ids else 0)
+                    answer, ids = batch["answers"][q], enc["input_ids"][w]
+                    cls_index = ids.index(cls_id) if cls_id in ids else 0
+                    s = e = cls_index  # an unanswerable question (SQuAD 2.0) targets [CLS]
+                    if answer["text"]:
+                        first = answer["answer_start"][0]
+                        s, e = label_window(np.asarray(enc["offset_mapping"][w]), start, end, first,
+                                            first + len(answer["text"][0]), cls_index)
                     out["start_positions"].append(s)
                     out["end_positions"].append(e)
             return out
@@ -132,47 +162,96 @@ class QuestionAnswering(Adapter):
         return self._collator([{k: f[k] for k in keep if k in f} for f in features])  # pad to the longest
 
     # --- answers --------------------------------------------------------------------------------------
-    def answers(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset) -> list[dict]:
-        """One prediction per question: {id, answer, score, start, end, nbest}, character offsets into its context."""
+    def _decide(self, p: dict, threshold: float | None) -> dict:
+        """The answer fields of prediction `p` (v1.1: its best span; 2.0: the best span or no answer)."""
+        if not self.allow_no_answer:
+            top = p["nbest"][0] if p["nbest"] else NO_ANSWER
+            return {"answer": top["text"], "score": top["score"], "start": top["start"], "end": top["end"]}
+        d = decide(p["nbest"], p["null_odds"], p["null_probability"], 0.0 if threshold is None else threshold)
+        return {"answer": d.pop("text"), **d}
+
+    def answers(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
+                threshold: float | None = None) -> list[dict]:
+        """One prediction per question: {id, answer, score, start, end, nbest}, character offsets into its context;
+        SQuAD 2.0 adds {no_answer, null_odds, null_probability}, decided at `threshold` (default: the adapter's,
+        else 0.0)."""
         windows: list[list[Window]] = [[] for _ in range(len(examples))]
         for out, q, offsets, start, end in zip(outputs, features["example_index"], features["offsets"],
                                                features["context_start"], features["context_end"]):
             windows[q].append(Window(out["start_logits"], out["end_logits"], np.asarray(offsets), start, end))
         ids = examples["id"] if "id" in examples.column_names else range(len(examples))
+        threshold = self.null_threshold if threshold is None else threshold
         predictions = []
         for qid, context, wins in zip(ids, examples["context"], windows):
-            nbest = rank_answers(wins, context, self.n_best, self.max_answer_length)
-            top = nbest[0] if nbest else NO_ANSWER
-            predictions.append({"id": qid, "answer": top["text"], "score": top["score"], "start": top["start"],
-                                "end": top["end"], "nbest": nbest})
+            p = {"nbest": rank_answers(wins, context, self.n_best, self.max_answer_length)}
+            if self.allow_no_answer:
+                p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"], null_logit(wins))
+            predictions.append({"id": qid, **self._decide(p, threshold), **p})
         return predictions
 
+    @staticmethod
+    def choose_threshold(predictions: list[dict]) -> float:
+        """SQuAD 2.0: the official script's `best_f1_thresh` for these predictions (with `gold`), each question
+        answered by its best span: no answer where the null odds exceed it maximises F1 on them."""
+        spans = {p["id"]: p["nbest"][0]["text"] if p["nbest"] else "" for p in predictions}
+        refs = {p["id"]: p["gold"] for p in predictions}
+        f1 = raw_scores(spans, refs)[1]
+        return best_threshold(spans, f1, {p["id"]: p["null_odds"] for p in predictions},
+                              {q: bool(g) for q, g in refs.items()})[1]
+
     def score(self, outputs, examples, features, metric_hooks):
+        """Metrics and predictions. SQuAD 2.0 without a saved threshold: the threshold is chosen on these examples
+        (`choose_threshold`); the metrics are the official script's for the answers and null odds."""
         predictions = self.answers(outputs, examples, features)
+        labelled = "answers" in examples.column_names
+        if self.allow_no_answer and labelled:
+            for p, a in zip(predictions, examples["answers"]):
+                p["gold"] = list(a["text"])  # [] = unanswerable
+            if self.null_threshold is None:
+                threshold = self.choose_threshold(predictions)
+                for p in predictions:
+                    p.update(self._decide(p, threshold))
         metrics = {}
-        if metric_hooks and "answers" in examples.column_names:
-            for p, q, a in zip(predictions, examples["question"], examples["answers"]):
-                p.update(question=q, gold=list(a["text"]))  # for the run report's breakdown by question type
-            preds = [{"id": p["id"], "prediction_text": p["answer"]} for p in predictions]
+        if metric_hooks and labelled:
+            if not self.allow_no_answer:  # for the run report's breakdown by question type (v1.1 scores)
+                for p, q, a in zip(predictions, examples["question"], examples["answers"]):
+                    p.update(question=q, gold=list(a["text"]))
+            preds = [{"id": p["id"], "prediction_text": p["answer"], **({"no_answer_probability": p["null_odds"]}
+                                                                         if self.allow_no_answer else {})}
+                     for p in predictions]
             refs = [{"id": i, "answers": a} for i, a in zip(examples["id"], examples["answers"])]
             metrics = compute_metrics(metric_hooks, preds, refs)
         return metrics, predictions
 
+    def save(self, directory, state_dict=None):
+        """The Hugging Face folder; a SQuAD 2.0 model's config also records its no-answer threshold
+        (`bertkit_null_threshold`; plain transformers ignores the extra key)."""
+        if self.allow_no_answer and self.null_threshold is not None:
+            self.model.config.bertkit_null_threshold = float(self.null_threshold)
+        return super().save(directory, state_dict)
+
     def write_predictions(self, directory, split, predictions, main=False):
-        """`predictions_<split>.jsonl` (without the n-best lists), plus for the official v1.1 evaluation script
-        `predictions.json` ({id: answer}) and `nbest_predictions.json` ({id: [{text, score, logit, start, end}]});
-        splits other than the main one get a `_<split>` suffix on these two."""
+        """`predictions_<split>.jsonl` (without the n-best lists), plus for the official evaluation scripts
+        `predictions.json` ({id: answer}, "" for no answer), `nbest_predictions.json` ({id: [{text, score, logit,
+        start, end}]}) and for SQuAD 2.0 `null_odds.json` ({id: null odds}, the v2.0 script's `--na-prob-file`);
+        splits other than the main one get a `_<split>` suffix on these. SQuAD 2.0: the main split's chosen
+        threshold becomes the adapter's (and so the saved model's) unless it has one already."""
         super().write_predictions(directory, split, [{k: v for k, v in p.items() if k != "nbest"}
                                                      for p in predictions], main)
         suffix = "" if main else f"_{split}"
         write_json(Path(directory) / f"predictions{suffix}.json", {p["id"]: p["answer"] for p in predictions})
         write_json(Path(directory) / f"nbest_predictions{suffix}.json", {p["id"]: p["nbest"] for p in predictions})
+        if self.allow_no_answer:
+            write_json(Path(directory) / f"null_odds{suffix}.json", {p["id"]: p["null_odds"] for p in predictions})
+            if main and self.null_threshold is None and predictions and "gold" in predictions[0]:
+                self.null_threshold = self.choose_threshold(predictions)
 
     def predict(self, questions: list[str], contexts: list[str], batch_size: int = 64, precision: str = "fp32",
                 with_nbest: bool = False) -> list[dict]:
         """The answer to each question in its context (notebook use): {answer, score, start, end} with character
         offsets into the context (`context[start:end] == answer`) and score the answer's probability among the
-        n best; `with_nbest` adds the list of alternatives. Order of the input is kept."""
+        n best; `with_nbest` adds the list of alternatives. Order of the input is kept. A SQuAD 2.0 model adds
+        `no_answer` (then answer "", start = end = 0, score the no-answer probability) and `null_odds`."""
         questions, contexts = list(questions), list(contexts)
         if len(questions) != len(contexts):
             raise BertkitError(f"{len(questions)} questions but {len(contexts)} contexts")
@@ -182,5 +261,6 @@ class QuestionAnswering(Adapter):
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})
         features = self.encode(examples)
         outputs = forward_all(self, features, batch_size, precision)
-        keys = ("answer", "score", "start", "end") + (("nbest",) if with_nbest else ())
+        keys = ("answer", "score", "start", "end") + (("no_answer", "null_odds") if self.allow_no_answer else ()) \
+            + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
