@@ -1,13 +1,15 @@
-"""Training throughput: bertkit vs transformers.Trainer (defaults, and with length grouping), fp32 and bf16.
+"""Training throughput: bertkit vs transformers.Trainer (defaults, and with length grouping).
 
 Same checkpoint (packaged MiniLM), same real SST-2 training sentences, batch 32, lr 2e-5, 10 % warm-up, the
-same number of optimiser steps, one invocation so the ratios are comparable. Each configuration runs in a fresh
-Python process, one after another (never two at once: they would share the 2 cores), so no run inherits
-another's allocator or thread-pool state. bertkit runs twice: with torch's dropout (`fast_dropout: false`) and
-with its default CPU fast dropout (bertkit/fast_dropout.py), to show that optimisation before and after.
+same number of optimiser steps. Each configuration runs in a fresh Python process, one after another (never two
+at once: they would share the cores), so no run inherits another's allocator or thread-pool state; with
+`--repeats N` the configurations take turns N times and the median counts.
 
-    python benchmarks/train_throughput.py --steps 300            # or: make bench
+    python benchmarks/train_throughput.py --steps 300                       # fp32 and bf16
+    python benchmarks/train_throughput.py --precisions auto --compare-with ../bertkit-old   # two commits
 
+`--compare-with DIR` adds the bertkit of another checkout (e.g. a `git worktree` of an older commit) as one more
+configuration of the same invocation, run by that checkout's own copy of this script.
 Throughput = training examples / seconds of the training loop (bertkit: its own loop timer, which excludes
 evaluation and checkpoint writes; Trainer: `train_runtime`, with evaluation and saving switched off).
 """
@@ -17,9 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -58,20 +62,26 @@ def hf_trainer(train, steps: int, precision: str, grouped: bool) -> float:
     return steps * 32 / result.metrics["train_runtime"]
 
 
-def bertkit_run(train, dev, steps: int, precision: str, fast: bool) -> float:
+def bertkit_run(train, dev, steps: int, precision: str) -> float:
     torch.manual_seed(42)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=LABELS)
     with tempfile.TemporaryDirectory() as out:
         cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out, max_steps=steps, precision=precision,
-                                     label_names=LABELS, eval_every=str(steps), fast_dropout=fast)
+                                     label_names=LABELS, eval_every=str(steps))
         result = bertkit.Trainer(clf, cfg).fit(train, {"dev": dev})
     return result["train"]["examples_seen"] / result["train"]["train_seconds"]
 
 
 RUNNERS = {"trainer": lambda tr, dev, st, pr: hf_trainer(tr, st, pr, grouped=False),
            "trainer-grouped": lambda tr, dev, st, pr: hf_trainer(tr, st, pr, grouped=True),
-           "bertkit-torch-dropout": lambda tr, dev, st, pr: bertkit_run(tr, dev, st, pr, fast=False),
-           "bertkit": lambda tr, dev, st, pr: bertkit_run(tr, dev, st, pr, fast=True)}
+           "bertkit": bertkit_run}
+
+
+def resolved(precision: str) -> str:
+    """`auto` as bertkit decides it on this machine (the Trainer gets the same)."""
+    from bertkit.device import choose_precision
+
+    return choose_precision(precision, torch.device("cpu")).precision
 
 
 def one(name: str, precision: str, steps: int, data_dir: str) -> None:
@@ -83,37 +93,51 @@ def one(name: str, precision: str, steps: int, data_dir: str) -> None:
     print("RESULT " + json.dumps({"rate": RUNNERS[name](train, dev, steps, precision)}), flush=True)
 
 
+def run_child(script: str, name: str, precision: str, args) -> float:
+    """One configuration in a fresh process of `script` (this file, or another checkout's copy of it)."""
+    tree = Path(script).resolve().parent.parent
+    proc = subprocess.run([sys.executable, script, "--one", name, precision, "--steps", str(args.steps),
+                           "--data-dir", args.data_dir], capture_output=True, text=True, cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree)})
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode or not line:
+        raise SystemExit(f"{name} {precision} ({tree}) failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line[-1][7:])["rate"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16, auto")
+    parser.add_argument("--repeats", type=int, default=1, help="turns each configuration takes (median reported)")
+    parser.add_argument("--compare-with", help="another checkout of bertkit whose bertkit runs as one more column")
     parser.add_argument("--data-dir", default=os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"),
                                                            "sst2"))
     parser.add_argument("--one", nargs=2, metavar=("RUNNER", "PRECISION"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         return one(*args.one, args.steps, args.data_dir)
+    args.data_dir = os.path.abspath(args.data_dir)  # the other checkout's child runs from its own folder
+    configs = [(name, __file__) for name in RUNNERS]
+    if args.compare_with:
+        configs.append(("bertkit@" + Path(args.compare_with).name,
+                        str(Path(args.compare_with) / "benchmarks" / "train_throughput.py")))
     rows = []
-    for precision in args.precisions.split(","):
-        rates = {}
-        for name in RUNNERS:
-            proc = subprocess.run([sys.executable, __file__, "--one", name, precision, "--steps", str(args.steps),
-                                   "--data-dir", args.data_dir], capture_output=True, text=True)
-            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-            if proc.returncode or not line:
-                raise SystemExit(f"{name} {precision} failed:\n{proc.stderr[-3000:]}")
-            rates[name] = json.loads(line[-1][7:])["rate"]
-            print(f"{precision} {name}: {rates[name]:.1f} examples/s", flush=True)
-        rows.append((precision, rates))
+    for precision in [resolved(p) for p in args.precisions.split(",")]:
+        rates = {name: [] for name, _ in configs}
+        for turn in range(args.repeats):
+            for name, script in configs if turn % 2 == 0 else configs[::-1]:
+                rates[name].append(run_child(script, name.split("@")[0], precision, args))
+                print(f"{precision} {name}: {rates[name][-1]:.1f} examples/s", flush=True)
+        rows.append((precision, {name: statistics.median(r) for name, r in rates.items()}))
+    names = [name for name, _ in configs]
     print(f"\nTraining throughput, examples/s (MiniLM-L6, SST-2 train, batch 32, {args.steps} steps, "
-          f"{torch.get_num_threads()} threads, each run in a fresh process)")
-    print("| precision | Trainer (defaults) | Trainer (group_by_length) | bertkit, torch dropout | bertkit | "
-          "bertkit ÷ defaults | bertkit ÷ grouped |")
-    print("|---|---|---|---|---|---|---|")
+          f"{torch.get_num_threads()} threads, fresh process per run, median of {args.repeats})")
+    print("| precision | " + " | ".join(names) + " | " + " | ".join(f"{n} ÷ trainer" for n in names[2:]) + " |")
+    print("|---" * (1 + len(names) + len(names) - 2) + "|")
     for precision, r in rows:
-        ours = r["bertkit"]
-        print(f"| {precision} | {r['trainer']:.1f} | {r['trainer-grouped']:.1f} | {r['bertkit-torch-dropout']:.1f} | "
-              f"{ours:.1f} | {ours / r['trainer']:.2f}× | {ours / r['trainer-grouped']:.2f}× |")
+        print(f"| {precision} | " + " | ".join(f"{r[n]:.1f}" for n in names) + " | "
+              + " | ".join(f"{r[n] / r['trainer']:.2f}×" for n in names[2:]) + " |")
 
 
 if __name__ == "__main__":

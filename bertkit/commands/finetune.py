@@ -133,8 +133,9 @@ def summarize(results: dict[int, dict]) -> dict:
 def format_summary(summary: dict) -> str:
     lines = [f"{summary['task']}: {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))})"]
     for name, m in summary["metrics"].items():
-        lines.append(f"  {name:<28} {100 * m['mean']:6.2f} ± {100 * m['std']:.2f}   "
-                     f"[{', '.join(f'{100 * v:.2f}' for v in m['values'])}]")
+        scale = 100 if all(abs(v) <= 1 for v in m["values"]) else 1  # fractions in %; SQuAD's are % already
+        lines.append(f"  {name:<28} {scale * m['mean']:6.2f} ± {scale * m['std']:.2f}   "
+                     f"[{', '.join(f'{scale * v:.2f}' for v in m['values'])}]")
     return "\n".join(lines)
 
 
