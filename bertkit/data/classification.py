@@ -187,15 +187,15 @@ def carve(cfg, data, stem: str):
     return train, {carved_name(stem, cfg.carve_eval): evals}
 
 
-def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> BertkitError:
+def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> DataError:
     """The error for a missing training file; it names `--carve-eval` when a validation file is there."""
     dev = _local_path(data_dir, cfg.validation_files[0]) if cfg.validation_files else None
-    msg = f"{train_path}: training file not found"
+    msg = "file not found (the training file)"
     if dev is not None and dev.is_file():
-        msg += (f". Task '{cfg.task}' has only {dev.name} here; to train and measure on a split carved from it, add "
+        msg += (f"; task '{cfg.task}' has only {dev.name} here. To train and measure on a split carved from it, add "
                 f"--carve-eval 20 (rows whose first text hashes below 20 of 100 evaluate, the rest train; the "
                 f"results name the split {carved_name(dev.stem, 20)}; not comparable to a full-training-set result)")
-    return BertkitError(msg)
+    return DataError(msg, file=train_path)
 
 
 def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:

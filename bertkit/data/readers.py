@@ -100,7 +100,13 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
     if quoting == "auto" and delimiter != "\t":
         quoting = "csv"  # comma-separated files are CSV; only tab-separated ones may be GLUE's unquoted kind
     if quoting != "auto":
-        return _table(_records(text, path, delimiter, quoting == "csv"), path, columns, required)
+        try:
+            return _table(_records(text, path, delimiter, quoting == "csv"), path, columns, required)
+        except DataError as e:
+            if quoting == "csv" or '"' not in text or "columns" not in e.reason:
+                raise
+            raise DataError(f"{e.reason} (read with --quoting none; if the texts are in quotes, --quoting csv)",
+                            file=path, line=e.line) from None
     try:
         plain, failure = _table(_records(text, path, delimiter, False), path, columns, required), None
         if not any(_CSV_QUOTED.fullmatch(v) for _, row in plain for v in row.values() if v.startswith('"')):
