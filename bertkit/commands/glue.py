@@ -97,7 +97,7 @@ def glue_table(root: Path, sources: dict[str, str]) -> dict:
         folder = root / task
         done = (folder / "summary.json").is_file() or (folder / "metrics.json").is_file()
         if not done:
-            table[name], notes[name] = None, sources.get(task, "not run")
+            table[name], notes[name] = None, sources.get(task, "not run (not in --tasks)")
             continue
         splits, values, data, carved = _values(folder, metric)
         used = splits[:2] if task == "mnli" else splits[:1]
