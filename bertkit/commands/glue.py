@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 from ..errors import BertkitError
@@ -63,8 +64,9 @@ def task_source(cfg) -> tuple[str | None, str]:
     return None, f"{data_dir} has neither {cfg.train_file} nor {cfg.validation_files[0]}"
 
 
-def _values(path: Path, metric: str) -> tuple[list[str], dict[str, list[float]], dict, int | None]:
-    """(evaluation splits, {split: the metric per seed}, data sizes, carve_eval) of a finished task folder."""
+def _values(path: Path, metric: str) -> tuple[list[str], dict[str, list[float]], dict, int | None, float]:
+    """(evaluation splits, {split: the metric per seed}, data sizes, carve_eval, training seconds over the seeds) of
+    a finished task folder."""
     import yaml
 
     from ..report import eval_splits
@@ -77,7 +79,8 @@ def _values(path: Path, metric: str) -> tuple[list[str], dict[str, list[float]],
     runs = [json.loads((f / "metrics.json").read_text()) for f in folders]
     carved = (yaml.safe_load((folders[0] / "config.yaml").read_text()) or {}).get("carve_eval")
     splits = eval_splits(runs[0])
-    return splits, {s: [r[s][metric] for r in runs] for s in splits if metric in runs[0][s]}, runs[0]["data"], carved
+    values = {s: [r[s][metric] for r in runs] for s in splits if metric in runs[0][s]}
+    return splits, values, runs[0]["data"], carved, sum(r["train"]["train_seconds"] for r in runs)
 
 
 def _cell(values: list[float]) -> str:
@@ -99,11 +102,11 @@ def glue_table(root: Path, sources: dict[str, str]) -> dict:
         if not done:
             table[name], notes[name] = None, sources.get(task, "not run (not in --tasks)")
             continue
-        splits, values, data, carved = _values(folder, metric)
+        splits, values, data, carved, seconds = _values(folder, metric)
         used = splits[:2] if task == "mnli" else splits[:1]
         table[name] = {"metric": metric, "splits": used, "values": [values[s] for s in used], "carved": carved}
         notes[name] = (f"{sources[task]}; " if task in sources else "") + ", ".join(
-            f"{k} {v} examples" for k, v in data.items())
+            f"{k} {v} examples" for k, v in data.items()) + f"; training loops {seconds:.0f} s in all"
         if task != "wnli":
             entries += table[name]["values"]
     seeds = {len(v) for v in entries}
@@ -125,7 +128,10 @@ def format_table(result: dict) -> str:
     cells.append("—" if avg is None else _cell(avg["values"]) + ("" if avg["over"] == 9 else
                                                                    f" ({avg['over']} of 9)"))
     wnli = result["columns"]["WNLI"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(cells) + " |", "",
+    about = result.get("run", {})
+    lines = [f"# GLUE, the BERT paper's Table 1 layout: {about.get('model', '?')}", "",
+             f"`{about.get('command', '?')}` ({about.get('date', '?')}; {about.get('hardware', '?')})", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(cells) + " |", "",
              f"WNLI (outside the average, as in the paper): {'—' if wnli is None else _cell(wnli['values'][0])}", "",
              "Metrics as the paper's Table 1: F1 for QQP and MRPC, Spearman for STS-B, Matthews correlation for CoLA, "
              "accuracy otherwise; × 100, on the evaluation splits named below (the paper's Table 1 is GLUE test). "
@@ -145,8 +151,10 @@ def format_table(result: dict) -> str:
 def run_glue(args: argparse.Namespace) -> int:
     from ..config import load_recipe
     from ..distributed import is_main_process
-    from ..utils import atomic_path, write_json
+    from ..utils import COMMAND, atomic_path, hardware, write_json
     from .finetune import finetune, overrides_from
+
+    t0 = time.perf_counter()
 
     overrides = overrides_from(args)
     bad = [k for k in PER_TASK if k in overrides]
@@ -183,6 +191,9 @@ def run_glue(args: argparse.Namespace) -> int:
     if not is_main_process():
         return 0
     result = glue_table(root, sources)
+    result["run"] = {"model": overrides.get("model") or "each recipe's model", "command": COMMAND[0],
+                     "date": time.strftime("%Y-%m-%d %H:%M"), "hardware": hardware(),
+                     "wall_seconds": round(time.perf_counter() - t0, 1)}
     text = format_table(result)
     write_json(root / "table.json", result)
     with atomic_path(root / "table.md") as tmp:
