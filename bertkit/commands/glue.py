@@ -149,13 +149,26 @@ def format_table(result: dict) -> str:
 
 
 def run_glue(args: argparse.Namespace) -> int:
+    if not args.data_dir:
+        return _run_glue(args)
+    previous = os.environ.get("BERTKIT_DATA_DIR")  # --data-dir: the root of the task folders, for this command
+    os.environ["BERTKIT_DATA_DIR"], args.data_dir = args.data_dir, None
+    try:
+        return _run_glue(args)
+    finally:
+        if previous is None:
+            del os.environ["BERTKIT_DATA_DIR"]
+        else:
+            os.environ["BERTKIT_DATA_DIR"] = previous
+
+
+def _run_glue(args: argparse.Namespace) -> int:
     from ..config import load_recipe
     from ..distributed import is_main_process
     from ..utils import COMMAND, atomic_path, hardware, write_json
     from .finetune import finetune, overrides_from
 
     t0 = time.perf_counter()
-
     overrides = overrides_from(args)
     bad = [k for k in PER_TASK if k in overrides]
     if bad:
@@ -167,16 +180,12 @@ def run_glue(args: argparse.Namespace) -> int:
         raise BertkitError(f"--tasks: unknown GLUE task(s) {', '.join(unknown)} (GLUE: {', '.join(TASKS)})")
     root = Path(overrides.pop("output_dir", None) or "runs/glue")
     resume, carve = overrides.pop("resume", False), overrides.pop("carve_eval", None) or 20
-    data_root = overrides.pop("data_dir", None)
     if not resume and root.exists() and any(root.iterdir()):
         raise BertkitError(f"output folder {root} is not empty; pass --resume to continue it, or a new --output-dir")
     sources = {}
     for task in tasks:
         folder = root / task
-        extra = {"output_dir": str(folder)}
-        if data_root:
-            extra["data_dir"] = str(Path(data_root) / task) if (Path(data_root) / task).is_dir() else None
-        cfg = load_recipe(task, {**overrides, **{k: v for k, v in extra.items() if v is not None}})
+        cfg = load_recipe(task, {**overrides, "output_dir": str(folder)})
         kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
         if kind is None:
             print(f"glue: {task}: skipped ({sources[task]})")
@@ -190,6 +199,9 @@ def run_glue(args: argparse.Namespace) -> int:
         finetune(cfg)
     if not is_main_process():
         return 0
+    if not any((root / t / "metrics.json").is_file() or (root / t / "summary.json").is_file() for t in TASKS):
+        raise BertkitError("no GLUE task has data here (" + "; ".join(f"{t}: {why}" for t, why in sources.items())
+                           + "); point BERTKIT_DATA_DIR (or --data-dir) at a folder with one sub-folder per task")
     result = glue_table(root, sources)
     result["run"] = {"model": overrides.get("model") or "each recipe's model", "command": COMMAND[0],
                      "date": time.strftime("%Y-%m-%d %H:%M"), "hardware": hardware(),
