@@ -39,11 +39,13 @@ def write_glue(root, seed=0):
     return root
 
 
-def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("BERTKIT_DATA_DIR", str(write_glue(tmp_path / "data")))
+def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "elsewhere"))
     out = tmp_path / "glue"
     assert main(["finetune", "glue", "--model", str(tiny_bert), *FAST, "--seeds", "1,2", "--tasks",
-                 "cola,stsb,qnli,wnli,sst2,mrpc", "--output-dir", str(out)]) == 0
+                 "cola,stsb,qnli,wnli,sst2,mrpc", "--data-dir", str(write_glue(tmp_path / "data")),
+                 "--output-dir", str(out)]) == 0
+    assert os.environ["BERTKIT_DATA_DIR"] == str(tmp_path / "elsewhere")  # --data-dir held for the command only
     table = json.loads((out / "table.json").read_text())
     cols = table["columns"]
 
