@@ -21,14 +21,16 @@ from .errors import BertkitError, DataError  # noqa: E402
 from .metrics import compute_metrics, resolve_metrics  # noqa: E402
 from .tasks import (  # noqa: E402
     Adapter,
+    MultiLabelClassification,
     QuestionAnswering,
     SequenceClassification,
+    SequenceRegression,
     TokenClassification,
     adapter_for_checkpoint,
 )
 from .tasks.casing import casing_type_ids  # noqa: E402
 from .training import Trainer  # noqa: E402
 
-__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "QuestionAnswering", "SequenceClassification",
-           "TokenClassification", "Trainer", "adapter_for_checkpoint", "casing_type_ids", "compute_metrics",
-           "load_recipe", "resolve_metrics", "__version__"]
+__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "MultiLabelClassification", "QuestionAnswering",
+           "SequenceClassification", "SequenceRegression", "TokenClassification", "Trainer", "adapter_for_checkpoint",
+           "casing_type_ids", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]

@@ -66,6 +66,20 @@ class FinetuneConfig:
     hub_columns: list[str] = _f([], "Hub column names for text, (text pair,) label when they differ from local.")
     hub_revision: str | None = _f(None, "Hub dataset revision (branch, tag or commit), e.g. refs/convert/parquet: "
                                         "the hub's parquet export of a dataset that only has a loading script.")
+    columns: list[str] = _f([], "Delimited files without a header row (CoLA, the STS Benchmark): names of their "
+                                "fields, in order; fields past these are ignored. A file whose first row names every "
+                                "column read is taken to have a header (GLUE's STS-B TSV).")
+    delimiter: str | None = _f(None, "Field separator of delimited files: one character, or 'tab' (default: tab for "
+                                     ".tsv, comma for .csv).")
+    quoting: str = _f("auto", "Delimited files: 'none' (GLUE: quote characters are text), 'csv' (quoted fields as "
+                              "pandas and spreadsheets write them; texts may span lines), or 'auto' (.csv: csv; tab-"
+                              "separated: none unless the file reads only as quoted; bertkit/data/readers.py).",
+                      choices=["auto", "none", "csv"])
+    carve_eval: int | None = _f(None, "Train and evaluate on one labelled file, the first validation file, cut by a "
+                                      "fixed rule (for tasks whose training set is missing, QNLI here): rows whose "
+                                      "first text's SHA-256 modulo 100 is below N form the evaluation split, named "
+                                      "'<file stem>_carved<N>' in results; the others train (rows sharing a first "
+                                      "text, e.g. a QNLI question, stay on one side). train_file is not read.")
     max_train_samples: int | None = _f(None, "Use only the first N training examples.")
     max_eval_samples: int | None = _f(None, "Use only the first N examples of each evaluation file.")
     # token classification (NER)
@@ -80,6 +94,25 @@ class FinetuneConfig:
     ner_casing: bool = _f(False, "Token classification: give the model each word's casing (no capital, Capitalised, "
                                  "ALL CAPS, mixed) as its token type id, for uncased checkpoints that lower-case "
                                  "the text; the token type table grows to 4 rows, each starting as a copy of row 0.")
+    # sequence-classification heads
+    problem_type: str = _f("single_label_classification",
+                           "Sequence classification head, Hugging Face's problem_type (saved in the checkpoint): "
+                           "single_label_classification (softmax, cross-entropy), regression (one output, MSE; "
+                           "numeric labels), multi_label_classification (a sigmoid per label, binary cross-entropy; a "
+                           "list of labels per row, or names joined by label_delimiter in CSV/TSV).",
+                           choices=["single_label_classification", "regression", "multi_label_classification"])
+    label_delimiter: str = _f(",", "Multi-label: separator of the label names in a text label field ('a,b').")
+    threshold: float = _f(0.5, "Multi-label: a label is predicted when its sigmoid probability is at least this.")
+    class_weights: list[float] | str | None = _f(None, "Loss weight per label (label_names order), or 'balanced': "
+                                                       "n / (labels × count), scikit-learn's rule (multi-label: BCE "
+                                                       "pos_weight = negatives / positives per label); computed from "
+                                                       "the training labels, recorded as numbers in the run config.")
+    doc_pooling: str = _f("truncate", "Texts longer than max_length: 'truncate' (BERT: keep the first max_length word "
+                                      "pieces), or classify overlapping windows of the text (each a training example "
+                                      "with the text's label) and pool their logits per text by 'mean' or 'max' for "
+                                      "evaluation and prediction.", choices=["truncate", "mean", "max"])
+    doc_window_overlap: int | None = _f(None, "doc_pooling mean/max: word pieces shared by consecutive windows of a "
+                                              "long text (default: a quarter of max_length).")
     # optimisation (BERT paper defaults in the recipes)
     max_length: int = _f(128, "Maximum sequence length in word pieces.")
     batch_size: int = _f(32, "Examples per step and process (before gradient accumulation).")
@@ -255,6 +288,48 @@ def _validate(cfg: FinetuneConfig, source: str) -> None:
         raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
     if cfg.main_metric not in cfg.metrics:
         raise BertkitError(f"{source}: main_metric '{cfg.main_metric}' is not in metrics {cfg.metrics}")
+    _validate_heads(cfg, source)
+
+
+# built-in metric names per sequence-classification problem type (bertkit/metrics)
+PROBLEM_METRICS = {"single_label_classification": ("accuracy", "f1", "mcc"),
+                   "regression": ("pearson", "spearman", "mse"),
+                   "multi_label_classification": ("micro_f1", "macro_f1", "subset_accuracy")}
+
+
+def _validate_heads(cfg: FinetuneConfig, source: str) -> None:
+    """The sequence-classification head options, delimiter and carving."""
+    if cfg.delimiter is not None:
+        cfg.delimiter = {"tab": "\t", "\\t": "\t"}.get(cfg.delimiter, cfg.delimiter)
+        if len(cfg.delimiter) != 1:
+            raise BertkitError(f"{source}: 'delimiter' must be one character or 'tab', got {cfg.delimiter!r}")
+    if cfg.carve_eval is not None and not 0 < cfg.carve_eval < 100:
+        raise BertkitError(f"{source}: 'carve_eval' must be a percentage between 1 and 99")
+    if not 0 < cfg.threshold < 1:
+        raise BertkitError(f"{source}: 'threshold' must be in (0, 1)")
+    if cfg.doc_window_overlap is not None and cfg.doc_window_overlap < 0:
+        raise BertkitError(f"{source}: 'doc_window_overlap' must be 0 or more")
+    if isinstance(cfg.class_weights, str) and cfg.class_weights != "balanced":
+        raise BertkitError(f"{source}: 'class_weights' must be 'balanced' or numbers, got {cfg.class_weights!r}")
+    if isinstance(cfg.class_weights, list) and not all(w > 0 for w in cfg.class_weights):
+        raise BertkitError(f"{source}: 'class_weights' must be positive")
+    single = cfg.problem_type == "single_label_classification"
+    changed = [k for k, on in (("problem_type", not single), ("doc_pooling", cfg.doc_pooling != "truncate"),
+                               ("class_weights", cfg.class_weights is not None)) if on]
+    if changed and cfg.adapter != "sequence-classification":
+        raise BertkitError(f"{source}: '{changed[0]}' applies to sequence-classification only")
+    if cfg.class_weights is not None and cfg.problem_type == "regression":
+        raise BertkitError(f"{source}: 'class_weights' needs classes; a regression head has none")
+    if cfg.adapter == "sequence-classification":
+        own = PROBLEM_METRICS[cfg.problem_type]
+        for name in cfg.metrics:
+            other = next((p for p, names in PROBLEM_METRICS.items() if name in names and name not in own), None)
+            if other:
+                raise BertkitError(f"{source}: metric '{name}' is for {other}; {cfg.problem_type} has "
+                                   f"{', '.join(own)} (e.g. --metrics {','.join(own[:2])} --main-metric {own[0]})")
+    if cfg.main_metric == "mse":
+        raise BertkitError(f"{source}: main_metric 'mse' is lower-is-better, but the best checkpoint is the one with "
+                           "the highest main metric; use pearson or spearman")
 
 
 def recipe_names() -> list[str]:

@@ -64,7 +64,7 @@ def plot_training(run: Path, train_log: list[dict], evals: list[dict], main_metr
 
 
 def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) -> str | None:
-    if not preds or "gold" not in preds[0] or not labels:
+    if not preds or not isinstance(preds[0].get("gold"), str) or not labels:  # one class per example only
         return None
     import numpy as np
 

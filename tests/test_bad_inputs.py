@@ -24,6 +24,14 @@ SQUAD = ["finetune", "squad", "--model", "{tiny}", "--validation-files", str(GOO
          "--output-dir", "{out}", "--train-file"]
 SQUAD_V2 = ["finetune", "squad_v2", "--model", "{tiny}", "--validation-files", str(GOOD / "validation.json"),
             "--output-dir", "{out}", "--train-file"]
+STSB = ["finetune", "stsb", "--model", "{tiny}", "--validation-files", str(GOOD / "sts-dev.csv"), "--output-dir",
+        "{out}", "--train-file"]
+COLA = ["finetune", "cola", "--model", "{tiny}", "--validation-files", str(GOOD / "cola_dev.tsv"), "--output-dir",
+        "{out}", "--train-file"]
+MULTI_LABEL = ["finetune", "sst2", "--model", "{tiny}", "--problem-type", "multi_label_classification",
+               "--label-names", "news,sport", "--text-column", "text", "--label-column", "labels", "--metrics",
+               "micro_f1", "--main-metric", "micro_f1", "--validation-files", str(GOOD / "multilabel_dev.jsonl"),
+               "--output-dir", "{out}", "--train-file"]
 EXTRACT = ["extract", "--model", "{tiny}", "--output", "{out}", "--layers", "last", "--input"]
 PREDICT = ["predict", "--model", "{clf}", "--output", "{out}", "--input"]
 RECIPE = ["finetune", "--model", "{tiny}", "--output-dir", "{out}"]
@@ -60,6 +68,12 @@ CASES = [  # (file in tests/data/bad, command, expected message)
      '"data[0].paragraphs[0].qas[1].answers": question q-impossible: is_impossible is true but it has 1 answer(s)'),
     ("squad_v2_answerable_without_answers.json", SQUAD_V2, 'squad_v2_answerable_without_answers.json, line 6, field '
      '"data[0].paragraphs[0].qas[1].answers": question q-noanswers: no answers, but is_impossible is false'),
+    ("stsb_not_numeric.csv", STSB, "stsb_not_numeric.csv, line 2, field \"score\": not a number: 'high'"),
+    ("multilabel_unknown_label.jsonl", MULTI_LABEL, "line 2, field \"labels\": unknown label 'cooking'"),
+    ("multilabel_not_a_list.jsonl", MULTI_LABEL, "line 1, field \"labels\": expected a list of labels"),
+    ("tsv_quoted_broken.tsv", SST2, "tsv_quoted_broken.tsv, line 4: expected 2 columns (sentence, label), found 3 "
+                                    "(read with quoting off, as GLUE files are; with CSV quoting: line 3"),
+    ("cola_short_row.tsv", COLA, "cola_short_row.tsv, line 2: expected 4 columns (source, label, original_mark"),
     ("extract_blank_line.txt", EXTRACT, "extract_blank_line.txt, line 2: empty text"),
     ("extract_missing_field.jsonl", EXTRACT, "line 1, field \"text\": missing text field"),
     ("extract_empty.txt", EXTRACT, "extract_empty.txt: file is empty"),
@@ -75,6 +89,19 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "sst2", "--model", "./no/such/model", "--output-dir", "{out}"], "model folder not found"),
     (SST2 + [str(GOOD / "missing.tsv")], "missing.tsv: file not found"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
+    (["finetune", "qnli", "--model", "{tiny}", "--data-dir", str(GOOD), "--output-dir", "{out}"],
+     "train.tsv: file not found (the training file); task 'qnli' has only dev.tsv here. To train and measure on a "
+     "split carved from it, add --carve-eval 20"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--class-weights", "1,2,3"], "class_weights has 3 values but there are 2 labels"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--problem-type", "regression"], "metric 'accuracy' is for single_label"),
+    (STSB + [str(GOOD / "sts-dev.csv"), "--main-metric", "mse"], "main_metric 'mse' is lower-is-better"),
+    (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--train-file", "x.tsv"],
+     "--train-file names one task's data"),
+    (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "mrpc,qqp", "--data-dir",
+      str(DATA)], "no GLUE task has data here (mrpc: no local data (hub offline); qqp: no local data"),
+    (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "cola,squad"],
+     "unknown GLUE task(s) squad"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--tasks", "cola"], "--tasks is for `bertkit finetune glue` only"),
 ]
 
 

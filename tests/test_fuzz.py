@@ -40,6 +40,17 @@ def test_table_readers(content, suffix):
 
 
 @FUZZ
+@given(content=TEXTISH | BYTES, suffix=st.sampled_from([".tsv", ".csv", ".jsonl"]),
+       quoting=st.sampled_from(["auto", "none", "csv"]),
+       problem=st.sampled_from(["regression", "multi_label_classification"]), headerless=st.booleans())
+def test_label_kinds_quoting_and_headerless_files(content, suffix, quoting, problem, headerless):
+    names = None if problem == "regression" else ["neg", "pos"]
+    parse(suffix, content, lambda p: read_classification_file(
+        p, "sentence", "label", names, problem_type=problem, quoting=quoting,
+        columns=["label", "sentence"] if headerless else None))
+
+
+@FUZZ
 @given(content=TEXTISH | BYTES, tag_column=st.integers(-3, 3))
 def test_conll_reader(content, tag_column):
     parse(".txt", content, lambda p: read_conll_file(p, tag_column=tag_column))

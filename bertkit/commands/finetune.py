@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 import typing
 from pathlib import Path
@@ -18,6 +19,8 @@ EXAMPLE = """example:
   bertkit finetune sst2 --model minilm-l6 --epochs 1 --data-dir ../shared/data/sst2 --output-dir runs/sst2
   bertkit finetune sst2 --model minilm-l6 --output-dir runs/sst2 --resume     # continue an interrupted run
   bertkit finetune mrpc --model minilm-l6 --seeds 13,42,87 --output-dir runs/mrpc  # mean ± std over seeds
+  bertkit finetune glue --model minilm-l6 --seeds 13,42,87 --output-dir runs/glue   # BERT's Table 1 (dev sets)
+  bertkit finetune qnli --model minilm-l6 --carve-eval 20   # no train.tsv: 80/20 split of dev.tsv by question
 """
 
 
@@ -51,12 +54,25 @@ def default_output_dir(cfg: FinetuneConfig) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.recipe == "glue":
+        from .glue import run_glue
+
+        return run_glue(args)
+    if args.tasks:
+        raise BertkitError("--tasks is for `bertkit finetune glue` only")
+    finetune(load_recipe(args.recipe, overrides_from(args)))
+    return 0
+
+
+def finetune(cfg: FinetuneConfig) -> dict | None:
+    """Validate the data, then train once, or once per seed of `cfg.seeds` with a summary; return the metrics (a
+    seed summary with --seeds) on the main process, None on the others."""
     from ..models import resolve_model
     from ..tasks import get_adapter_class
+    from ..tasks.classification import resolve_class_weights
     from ..training import launch
 
     t0 = time.perf_counter()
-    cfg = load_recipe(args.recipe, overrides_from(args))
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
     cfg.output_dir = cfg.output_dir or launch.main_value(processes, default_output_dir(cfg))  # one name for all
     out = Path(cfg.output_dir)
@@ -65,18 +81,23 @@ def run(args: argparse.Namespace) -> int:
     if not cfg.resume and out.exists() and any(out.iterdir()):
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
     processes.wait_for_everyone()  # every process has checked the folder before the main one writes into it
-    adapter_cls = get_adapter_class(cfg.adapter)
+    adapter_cls = get_adapter_class(cfg.adapter, cfg.problem_type)
     resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     # Everything the user gave is read and validated before the run folder is created.
     train, evals, label_names = adapter_cls.load_data(cfg)
     test = adapter_cls.load_split(cfg, "test", label_names) if cfg.test_file else None
+    if cfg.class_weights is not None:  # recorded as numbers in the run's config.yaml
+        spec = cfg.class_weights
+        cfg.class_weights = resolve_class_weights(spec, train["label"], label_names, cfg.problem_type)
+        print(f"class weights ({'balanced, from the training labels' if spec == 'balanced' else 'given'}): "
+              + ", ".join(f"{n} {w:g}" for n, w in zip(label_names, cfg.class_weights)), file=sys.stderr)
     if not cfg.seeds:
         result = train_one(adapter_cls, cfg, train, evals, test, label_names)
         if not launch.is_main_process():
-            return 0
+            return None
         print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
         print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
-        return 0
+        return result
     results = {}
     for seed in cfg.seeds:
         seed_cfg = dataclasses.replace(cfg, seed=seed, seeds=[], output_dir=str(out / f"seed-{seed}"))
@@ -87,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
         seed_cfg.resume = cfg.resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
         results[seed] = train_one(adapter_cls, seed_cfg, train, evals, test, label_names)
     if not launch.is_main_process():
-        return 0
+        return None
     summary = summarize(results)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     write_json(out / "summary.json", summary)
     write_seed_report(out, summary)
     print(format_summary(summary))
     print(f"wall time {summary['wall_seconds']:.0f} s; run folders: {out}/seed-*; summary: {out / 'summary.json'}")
-    return 0
+    return summary
 
 
 def train_one(adapter_cls, cfg: FinetuneConfig, train, evals, test, label_names) -> dict:
@@ -133,7 +154,8 @@ def summarize(results: dict[int, dict]) -> dict:
 def format_summary(summary: dict) -> str:
     lines = [f"{summary['task']}: {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))})"]
     for name, m in summary["metrics"].items():
-        scale = 100 if all(abs(v) <= 1 for v in m["values"]) else 1  # fractions in %; SQuAD's are % already
+        # fractions in percent; SQuAD's are percent already, a squared error stays as it is
+        scale = 1 if name.endswith("mse") or any(abs(v) > 1 for v in m["values"]) else 100
         lines.append(f"  {name:<28} {scale * m['mean']:6.2f} ± {scale * m['std']:.2f}   "
                      f"[{', '.join(f'{scale * v:.2f}' for v in m['values'])}]")
     return "\n".join(lines)
@@ -142,6 +164,8 @@ def format_summary(summary: dict) -> str:
 def register(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a model with a recipe", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file")
+    p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file; or 'glue': every GLUE "
+                                  "task that has data, each with its recipe, into one table (commands/glue.py)")
+    p.add_argument("--tasks", help="glue only: the GLUE tasks to run (comma-separated; default: all that have data)")
     add_config_flags(p)
     p.set_defaults(func=run)

@@ -1,11 +1,18 @@
 """Labelled text (or text-pair) classification data → `datasets.Dataset` with `text`, `text_pair`, `label`.
 
 Local files are found under `data_dir`; when there are none, the recipe's hub dataset is used (online only).
-Labels may be written as names (`positive`) or as indices into the recipe's `label_names` (`1`).
+Labels depend on the head (`problem_type`): a class written as a name (`positive`) or as an index into the recipe's
+`label_names` (`1`) → its id; a number (regression) → a float; several classes (multi-label: a JSON list, or names
+joined by `label_delimiter` in CSV/TSV) → a sorted list of ids.
+A task without a training file can train and evaluate on its validation file cut in two (`carve_eval`, see
+`carve`): the split is named `<stem>_carved<N>` in the results.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,6 +21,8 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import read_rows
+
+SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
 
 def _label_id(value, label_names: list[str], path, line, column):
@@ -26,17 +35,42 @@ def _label_id(value, label_names: list[str], path, line, column):
                     file=path, line=line, field=column)
 
 
+def _number(value, path, line, column) -> float:
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or not math.isfinite(number):
+        raise DataError(f"not a number: {value!r} (a regression label is a number)", file=path, line=line,
+                        field=column)
+    return number
+
+
+def _label_list(value, label_names, delimiter: str, path, line, column) -> list:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(delimiter) if v.strip()]
+    if not isinstance(value, list):
+        raise DataError(f"expected a list of labels (or names joined by {delimiter!r}), got {value!r}", file=path,
+                        line=line, field=column)
+    if label_names is None:  # discovering the label set
+        return [str(v).strip() for v in value]
+    return sorted({_label_id(v, label_names, path, line, column) for v in value})
+
+
 def read_classification_file(path, text_column: str, label_column: str | None, label_names: list[str] | None,
                              text_pair_column: str | None = None, max_samples: int | None = None,
-                             skip_labels: list[str] = ()) -> dict:
+                             skip_labels: list[str] = (), problem_type: str = SINGLE, label_delimiter: str = ",",
+                             **read) -> dict:
     """Read and validate one file. Returns columns as lists: text, (text_pair), (label).
 
-    With `label_column=None` the file is unlabelled (prediction input). With `label_names=None` labels are
+    With `label_column=None` the file is unlabelled (prediction input). With `label_names=None` class labels are
     kept as strings (used to discover the label set of a generic file). Rows labelled with one of
-    `skip_labels` are dropped and their count is reported on stderr.
+    `skip_labels` are dropped and their count is reported on stderr. `read` (delimiter, quoting, columns) goes to
+    `read_rows`.
     """
     path = Path(path)
-    rows = read_rows(path)
+    wanted = [c for c in (text_column, text_pair_column, label_column) if c]
+    rows = read_rows(path, required=wanted, **read)
     if skip_labels and label_column:
         kept = [(n, r) for n, r in rows if str(r.get(label_column, "")).strip() not in skip_labels]
         skipped, rows = len(rows) - len(kept), kept
@@ -46,7 +80,6 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
         rows = rows[:max_samples]
     if not rows:
         raise DataError("no data rows (only a header or blank lines)", file=path)
-    wanted = [c for c in (text_column, text_pair_column, label_column) if c]
     out = {"text": [], **({"text_pair": []} if text_pair_column else {}), **({"label": []} if label_column else {})}
     for line, row in rows:
         for column in wanted:
@@ -63,9 +96,21 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
             out[key].append(value.strip())
         if label_column:
             value = row[label_column]
-            out["label"].append(str(value).strip() if label_names is None else
-                                _label_id(value, label_names, path, line, label_column))
+            if problem_type == REGRESSION:
+                out["label"].append(_number(value, path, line, label_column))
+            elif problem_type == MULTI:
+                out["label"].append(_label_list(value, label_names, label_delimiter, path, line, label_column))
+            else:
+                out["label"].append(str(value).strip() if label_names is None else
+                                    _label_id(value, label_names, path, line, label_column))
     return out
+
+
+def read_options(cfg) -> dict:
+    """The config's file-format and label settings, as keyword arguments of `read_classification_file`."""
+    return dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
+                skip_labels=cfg.skip_labels, problem_type=cfg.problem_type, label_delimiter=cfg.label_delimiter,
+                delimiter=cfg.delimiter, quoting=cfg.quoting, columns=cfg.columns or None)
 
 
 def resolve_data_dir(cfg) -> Path | None:
@@ -113,23 +158,69 @@ def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
         keys = ["text", "text_pair", "label"] if len(names) == 3 else ["text", "label"]
         return datasets.Dataset.from_dict({k: ds[c] for k, c in zip(keys, names)})
 
+    if cfg.carve_eval:  # the first evaluation split, cut in two
+        train, evals = carve(cfg, splits[1], cfg.hub_splits[1])
+        return convert(train, cfg.max_train_samples), {k: convert(v, cfg.max_eval_samples) for k, v in evals.items()}
     evals = {s: convert(d, cfg.max_eval_samples) for s, d in zip(cfg.hub_splits[1:], splits[1:])}
     return convert(splits[0], cfg.max_train_samples), evals
+
+
+def carved_name(stem: str, percent: int) -> str:
+    return f"{stem}_carved{percent}"
+
+
+def in_carved_eval(text: str, percent: int) -> bool:
+    """The fixed rule of `carve_eval`: SHA-256 of the (stripped) first text, as an integer, modulo 100 < percent."""
+    return int(hashlib.sha256(text.strip().encode("utf-8")).hexdigest(), 16) % 100 < percent
+
+
+def carve(cfg, data, stem: str):
+    """(train part, {'<stem>_carved<N>': evaluation part}) of one labelled set (a dict of lists or a Dataset whose
+    first text column is `text`, or the hub's columns)."""
+    ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(data)
+    column = "text" if "text" in ds.column_names else (cfg.hub_columns or [cfg.text_column])[0]
+    held = [in_carved_eval(t, cfg.carve_eval) for t in ds[column]]
+    train = ds.select([i for i, h in enumerate(held) if not h])
+    evals = ds.select([i for i, h in enumerate(held) if h])
+    if not len(train) or not len(evals):
+        raise BertkitError(f"carve_eval {cfg.carve_eval}: cutting {stem} ({len(ds)} rows) leaves an empty part")
+    return train, {carved_name(stem, cfg.carve_eval): evals}
+
+
+def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> DataError:
+    """The error for a missing training file; it names `--carve-eval` when a validation file is there."""
+    dev = _local_path(data_dir, cfg.validation_files[0]) if cfg.validation_files else None
+    msg = "file not found (the training file)"
+    if dev is not None and dev.is_file():
+        msg += (f"; task '{cfg.task}' has only {dev.name} here. To train and measure on a split carved from it, add "
+                f"--carve-eval 20 (rows whose first text hashes below 20 of 100 evaluate, the rest train; the "
+                f"results name the split {carved_name(dev.stem, 20)}; not comparable to a full-training-set result)")
+    return DataError(msg, file=train_path)
 
 
 def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train set, evaluation sets by name (file stem), and label names, validated before anything is written."""
     data_dir = resolve_data_dir(cfg)
-    if data_dir is None and not Path(cfg.train_file or "").is_absolute():
+    source = cfg.validation_files[0] if cfg.carve_eval else cfg.train_file
+    if data_dir is None and not Path(source or "").is_absolute():
         train, evals = _from_hub(cfg)
-        return train, evals, list(cfg.label_names)
-    label_names = list(cfg.label_names)
-    args = dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
-                skip_labels=cfg.skip_labels)
-    train_path = _local_path(data_dir, cfg.train_file)
-    if not label_names:  # discover the label set from the training file
+        return train, evals, head_label_names(cfg)
+    label_names = head_label_names(cfg)
+    args = read_options(cfg)
+    train_path = _local_path(data_dir, source)
+    if not train_path.is_file() and not cfg.carve_eval:
+        raise _missing_train(cfg, train_path, data_dir)
+    if not label_names and cfg.problem_type != REGRESSION:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
-        label_names = sorted(set(found))
+        label_names = sorted({n for x in found for n in x} if cfg.problem_type == MULTI else set(found))
+    if cfg.carve_eval:
+        whole = read_classification_file(train_path, **args, label_names=label_names)
+        train, evals = carve(cfg, whole, train_path.stem)
+        if cfg.max_train_samples is not None:
+            train = train.select(range(min(cfg.max_train_samples, len(train))))
+        if cfg.max_eval_samples is not None:
+            evals = {k: v.select(range(min(cfg.max_eval_samples, len(v)))) for k, v in evals.items()}
+        return train, evals, label_names
     train = read_classification_file(train_path, **args, label_names=label_names, max_samples=cfg.max_train_samples)
     evals = {}
     for name in cfg.validation_files:
@@ -137,6 +228,15 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
         evals[path.stem] = datasets.Dataset.from_dict(
             read_classification_file(path, **args, label_names=label_names, max_samples=cfg.max_eval_samples))
     return datasets.Dataset.from_dict(train), evals, label_names
+
+
+def head_label_names(cfg) -> list[str]:
+    """The recipe's label names; a regression head has one output, named by label_names or 'score'."""
+    if cfg.problem_type == REGRESSION:
+        if len(cfg.label_names) > 1:
+            raise BertkitError(f"a regression head has one output; label_names {cfg.label_names} names more")
+        return list(cfg.label_names) or ["score"]
+    return list(cfg.label_names)
 
 
 def split_path(cfg, split: str) -> Path | None:
@@ -158,13 +258,18 @@ def split_path(cfg, split: str) -> Path | None:
 
 def load_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
     """One labelled evaluation set: an explicit file, or the recipe's file whose stem is `split` ('dev'),
-    or its test file ('test'), or (no local data) the hub split of that name."""
-    args = dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
-                label_names=label_names, max_samples=cfg.max_eval_samples, skip_labels=cfg.skip_labels)
+    or its test file ('test'), or a carved evaluation split ('dev_carved20'), or (no local data) the hub split of
+    that name."""
+    args = dict(read_options(cfg), label_names=label_names, max_samples=cfg.max_eval_samples)
     if file:
         return datasets.Dataset.from_dict(read_classification_file(Path(file), **args))
+    stem, _, percent = split.rpartition("_carved")
+    if stem and percent.isdigit():  # the evaluation part of a carved split, cut by the same rule
+        whole = load_split(dataclasses.replace(cfg, max_eval_samples=None, carve_eval=None), stem, label_names)
+        evals = carve(dataclasses.replace(cfg, carve_eval=int(percent)), whole, stem)[1][split]
+        return evals.select(range(min(cfg.max_eval_samples or len(evals), len(evals))))
     path = split_path(cfg, split)
     if path is None:
-        cfg.hub_splits = [cfg.hub_splits[0], split]
+        cfg = dataclasses.replace(cfg, hub_splits=[cfg.hub_splits[0], split], carve_eval=None)
         return _from_hub(cfg)[1][split]
     return datasets.Dataset.from_dict(read_classification_file(path, **args))

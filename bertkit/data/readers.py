@@ -1,19 +1,39 @@
 """Row readers for local files: GLUE-style TSV, CSV, JSONL and parquet.
 
-Each reader returns `(line_number, row_dict)` pairs so that every later error can name file, line and field.
+Each reader returns `(line_number, row_dict)` pairs so that every later error can name file, line and field; a row
+that spans several lines (a quoted text with line breaks) is numbered by the line it starts on.
 GLUE TSVs are read with quoting off (they contain bare quote characters) and keep the literal text `null`/`NA`;
 a UTF-8 byte-order mark and CRLF line ends are accepted.
+
+Quoting (`quoting="auto"`, the default): comma-separated files are read as CSV (quoted fields). Tab-separated files
+are first read with quoting off, as GLUE files must be. Only when that fails (a row with the wrong number of fields,
+as a quoted text with a line break or a tab inside gives) or when a field is written the CSV way (wholly in
+quotes, with doubled quotes inside: `"say ""hi"" now"`) is the file read again with CSV quoting, as pandas and
+spreadsheets write it; that reading is used if it succeeds (every row has the header's number of fields, no stray
+quote), and stderr says so. A file that reads both ways keeps the quoting-off reading unless it has such a
+CSV-quoted field. `quoting="none"` or `"csv"` (the `--quoting` flag) forces one way.
+
+Example:
+```python
+>>> read_rows("train.tsv")[:1]   # sentence<TAB>label
+[(2, {'sentence': 'a gripping , funny film ', 'label': '1'})]
+```
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
+import sys
 from pathlib import Path
 
 from ..errors import DataError
 
 csv.field_size_limit(2**31 - 1)
+QUOTINGS = ("auto", "none", "csv")
+_CSV_QUOTED = re.compile(r'"(?:[^"]|"")*""(?:[^"]|"")*"', re.S)  # "...""..." : a field in CSV quoting
 
 
 def _text(path: Path) -> str:
@@ -30,21 +50,79 @@ def _text(path: Path) -> str:
     return text
 
 
-def read_delimited(path: Path, delimiter: str) -> list[tuple[int, dict]]:
-    """Header + rows; every row must have as many fields as the header."""
-    lines = _text(path).splitlines()
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
-    header = [h.strip() for h in next(reader)]
+def _records(text: str, path: Path, delimiter: str, quoted: bool) -> list[tuple[int, list[str]]]:
+    """(first line, fields) per record, blank lines skipped. Lines end at \\n, \\r\\n or \\r only."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                        quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, strict=quoted)
+    records, end = [], 0
+    while True:
+        start = end + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return records
+        except csv.Error as e:
+            raise DataError(f"cannot read this row ({e})", file=path, line=start) from None
+        end = reader.line_num
+        if fields and not (len(fields) == 1 and not fields[0].strip()):
+            records.append((start, fields))
+
+
+def _table(records, path: Path, columns: list[str] | None, required) -> list[tuple[int, dict]]:
+    """Records → row dicts. With `columns`, a file whose first record does not name every `required` column has no
+    header: its fields are named by `columns`, and fields beyond them are ignored (fewer is an error)."""
+    if not records:
+        raise DataError("no rows (only blank lines)", file=path)
+    first = [h.strip() for h in records[0][1]]
+    headerless = bool(columns) and not set(required or columns) <= set(first)
+    header, body = (list(columns), records) if headerless else (first, records[1:])
     rows = []
-    for fields in reader:
-        line = reader.line_num
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            continue  # blank line
-        if len(fields) != len(header):
+    for line, fields in body:
+        if len(fields) != len(header) and not (headerless and len(fields) > len(header)):
             raise DataError(f"expected {len(header)} columns ({', '.join(header)}), found {len(fields)}",
                             file=path, line=line)
         rows.append((line, dict(zip(header, fields))))
+    return rows
+
+
+def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: list[str] | None = None,
+                   required=()) -> list[tuple[int, dict]]:
+    """Header (or `columns` for a file without one) + rows; every row has as many fields as the header.
+
+    Args:
+        delimiter (`str`): field separator (tab for .tsv, comma for .csv unless the recipe says otherwise).
+        quoting (`str`, *optional*, defaults to `"auto"`): `none` (GLUE), `csv` (pandas, spreadsheets), or `auto`
+            (quoting off unless the file needs it; see the module docstring).
+        columns (`list[str]`, *optional*): field names of a file without a header row (CoLA, the STS Benchmark).
+        required (`list[str]`, *optional*): the columns the caller reads; a first row naming them all is a header.
+    """
+    text = _text(path)
+    if quoting == "auto" and delimiter != "\t":
+        quoting = "csv"  # comma-separated files are CSV; only tab-separated ones may be GLUE's unquoted kind
+    if quoting != "auto":
+        try:
+            return _table(_records(text, path, delimiter, quoting == "csv"), path, columns, required)
+        except DataError as e:
+            if quoting == "csv" or '"' not in text or "columns" not in e.reason:
+                raise
+            raise DataError(f"{e.reason} (read with --quoting none; if the texts are in quotes, --quoting csv)",
+                            file=path, line=e.line) from None
+    try:
+        plain, failure = _table(_records(text, path, delimiter, False), path, columns, required), None
+        if not any(_CSV_QUOTED.fullmatch(v) for _, row in plain for v in row.values() if v.startswith('"')):
+            return plain
+    except DataError as e:
+        plain, failure = None, e
+    try:
+        rows = _table(_records(text, path, delimiter, True), path, columns, required)
+    except DataError as e:
+        if plain is not None:  # looked CSV-quoted but is not: read as GLUE files are
+            return plain
+        raise DataError(f"{failure.reason} (read with quoting off, as GLUE files are; with CSV quoting: line "
+                        f"{e.line}: {e.reason}); if the file is quoted otherwise, fix it, or choose with --quoting",
+                        file=path, line=failure.line) from None
+    why = "quoted texts span lines or hold the delimiter" if failure else "texts in quotes with doubled quotes"
+    print(f"{path}: read with CSV quoting ({why}); --quoting none turns it off", file=sys.stderr)
     return rows
 
 
@@ -80,13 +158,19 @@ def read_parquet(path: Path) -> list[tuple[int, dict]]:
     return list(enumerate(table.to_pylist(), start=1))
 
 
-READERS = {".tsv": lambda p: read_delimited(p, "\t"), ".csv": lambda p: read_delimited(p, ","),
-           ".jsonl": read_jsonl, ".json": read_jsonl, ".parquet": read_parquet}
+DELIMITERS = {".tsv": "\t", ".csv": ","}
+READERS = {".jsonl": read_jsonl, ".json": read_jsonl, ".parquet": read_parquet}
 
 
-def read_rows(path) -> list[tuple[int, dict]]:
+def read_rows(path, delimiter: str | None = None, quoting: str = "auto", columns: list[str] | None = None,
+              required=()) -> list[tuple[int, dict]]:
+    """Rows of a .tsv, .csv, .jsonl or .parquet file; the delimited-file options are those of `read_delimited`
+    (`delimiter` defaults to the extension's)."""
     path = Path(path)
-    reader = READERS.get(path.suffix.lower())
-    if reader is None:
-        raise DataError(f"unknown file type '{path.suffix}' (expected one of {', '.join(READERS)})", file=path)
-    return reader(path)
+    suffix = path.suffix.lower()
+    if suffix in DELIMITERS:
+        return read_delimited(path, delimiter or DELIMITERS[suffix], quoting, columns, required)
+    if suffix not in READERS:
+        raise DataError(f"unknown file type '{path.suffix}' (expected one of {', '.join([*DELIMITERS, *READERS])})",
+                        file=path)
+    return READERS[suffix](path)

@@ -4,7 +4,8 @@ A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolv
 - a built-in name (`accuracy`, `f1`, `mcc`), computed locally; an adapter whose metric names mean something else
   passes its own table as `builtins` (NER: entity-level `precision`, `recall`, `f1`, `per_type`, see `NER_BUILTIN`;
   SQuAD: `exact_match`, `f1`, `squad`, see `SQUAD_BUILTIN`; SQuAD 2.0: `squad_v2` and the official script's entry
-  names `exact`, `f1`, `best_f1`, ..., see `SQUAD_V2_BUILTIN`);
+  names `exact`, `f1`, `best_f1`, ..., see `SQUAD_V2_BUILTIN`; regression: `pearson`, `spearman`, `mse`, see
+  `REGRESSION_BUILTIN`; multi-label: `micro_f1`, `macro_f1`, `subset_accuracy`, see `MULTI_LABEL_BUILTIN`);
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
 - any other name, passed to `evaluate.load` (needs the hub or a local metric script path);
 - a callable `(predictions, references) -> dict`.
@@ -26,7 +27,9 @@ import evaluate
 
 from ..errors import BertkitError
 from .classification import F1, Accuracy, MatthewsCorrelation
+from .multi_label import MULTI_LABEL_BUILTIN
 from .ner import NER_BUILTIN
+from .regression import REGRESSION_BUILTIN
 from .squad import Squad, SquadExactMatch, SquadF1
 from .squad_v2 import SQUAD_V2_BUILTIN, SquadV2
 
@@ -72,5 +75,6 @@ def compute_metrics(hooks: list[MetricHook], predictions, references) -> dict[st
     return out
 
 
-__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "NER_BUILTIN", "SQUAD_BUILTIN", "SQUAD_V2_BUILTIN", "Squad",
-           "SquadExactMatch", "SquadF1", "SquadV2", "resolve_metric", "resolve_metrics", "compute_metrics"]
+__all__ = ["Accuracy", "F1", "MatthewsCorrelation", "MULTI_LABEL_BUILTIN", "NER_BUILTIN", "REGRESSION_BUILTIN",
+           "SQUAD_BUILTIN", "SQUAD_V2_BUILTIN", "Squad", "SquadExactMatch", "SquadF1", "SquadV2", "resolve_metric",
+           "resolve_metrics", "compute_metrics"]

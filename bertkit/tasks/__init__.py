@@ -9,7 +9,9 @@ from ..errors import BertkitError
 from ..models import resolve_model
 from .base import Adapter
 from .classification import SequenceClassification
+from .multi_label import MultiLabelClassification
 from .question_answering import QuestionAnswering
+from .regression import SequenceRegression
 from .token_classification import TokenClassification
 
 ADAPTERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (SequenceClassification, TokenClassification,
@@ -17,11 +19,15 @@ ADAPTERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (SequenceClassifi
 # checkpoint architecture suffix → adapter, for `evaluate` and `predict` on a saved run
 HEADS = {"ForSequenceClassification": SequenceClassification, "ForTokenClassification": TokenClassification,
          "ForQuestionAnswering": QuestionAnswering}
+# sequence-classification heads by problem_type (run config, checkpoint config); any other: SequenceClassification
+PROBLEM_TYPES = {"regression": SequenceRegression, "multi_label_classification": MultiLabelClassification}
 
 
-def get_adapter_class(name: str) -> type[Adapter]:
+def get_adapter_class(name: str, problem_type: str | None = None) -> type[Adapter]:
     if name not in ADAPTERS:
         raise BertkitError(f"unknown adapter '{name}' (available: {', '.join(ADAPTERS)})")
+    if ADAPTERS[name] is SequenceClassification:
+        return PROBLEM_TYPES.get(problem_type, SequenceClassification)
     return ADAPTERS[name]
 
 
@@ -34,7 +40,8 @@ def adapter_class_for_checkpoint(name: str) -> tuple[type[Adapter], str]:
     for arch in config.get("architectures") or []:
         for suffix, cls in HEADS.items():
             if arch.endswith(suffix):
-                return cls, path
+                return (PROBLEM_TYPES.get(config.get("problem_type"), cls) if cls is SequenceClassification
+                        else cls), path
     raise BertkitError(f"{path} is not a fine-tuned checkpoint bertkit knows (architectures: "
                        f"{config.get('architectures')}); expected one of: {', '.join('*' + s for s in HEADS)}")
 
@@ -44,5 +51,6 @@ def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
     return cls.from_pretrained(path, allow_pickle=allow_pickle)
 
 
-__all__ = ["ADAPTERS", "Adapter", "QuestionAnswering", "SequenceClassification", "TokenClassification",
-           "adapter_class_for_checkpoint", "adapter_for_checkpoint", "get_adapter_class"]
+__all__ = ["ADAPTERS", "Adapter", "MultiLabelClassification", "QuestionAnswering", "SequenceClassification",
+           "SequenceRegression", "TokenClassification", "adapter_class_for_checkpoint", "adapter_for_checkpoint",
+           "get_adapter_class"]

@@ -1,0 +1,194 @@
+"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA and STS-B, with the same model,
+data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr 1e-4), maximum length,
+precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and whether bertkit's mean
+lies within the spread of the Trainer's seeds (between its lowest and highest value).
+
+    python benchmarks/trainer_parity.py                     # cola and stsb, minilm-l6, seeds 13,42,87
+    python benchmarks/trainer_parity.py --tasks cola --seeds 13 --model PATH --max-train-samples 64 --epochs 1  # smoke
+
+bertkit runs as the real command in a subprocess (`bertkit finetune TASK --model M --seeds S ...`); then the
+Trainer runs in this process, seed after seed: one configuration at a time, never two at once. Both read the data
+through bertkit's loaders (the same examples), tokenise pairs the same way (truncation to max_length), group
+batches by length, evaluate every epoch and keep the best epoch by the recipe's main metric (Trainer:
+load_best_model_at_end), with AdamW, linear warm-up and decay, weight decay off for biases and LayerNorm, gradient
+clipping at max_grad_norm. Results go to <output-dir>/parity.json and parity.md; finished pieces are not re-run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"]}
+
+
+def recipe(task: str, args):
+    from bertkit.config import load_recipe
+
+    overrides = {"model": args.model, "data_dir": str(Path(args.data_dir) / task), "precision": args.precision}
+    for name in ("max_train_samples", "max_eval_samples", "epochs"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    return load_recipe(task, overrides)
+
+
+def run_bertkit(task: str, args, out: Path) -> dict:
+    cfg = recipe(task, args)
+    cmd = [sys.executable, "-m", "bertkit.cli", "finetune", task, "--model", args.model, "--seeds", args.seeds,
+           "--data-dir", cfg.data_dir, "--precision", args.precision, "--output-dir", str(out)]
+    for name in ("max_train_samples", "max_eval_samples", "epochs"):
+        if getattr(args, name) is not None:
+            cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if (out / "summary.json").is_file():
+        print(f"{out}: finished before")
+    else:
+        print("$", " ".join(cmd[2:]), flush=True)
+        subprocess.run(cmd + (["--resume"] if out.is_dir() else []), check=True)
+    summary = json.loads((out / "summary.json").read_text())
+    split = next(iter(summary["metrics"])).split("/")[0]  # the main evaluation split
+    return {"values": {m: summary["metrics"][f"{split}/{m}"]["values"] for m in METRICS[task]},
+            "wall_seconds": summary["wall_seconds"], "split": split}
+
+
+def trainer_seed(task: str, args, seed: int) -> dict:
+    """One Trainer run with the recipe's resolved settings; the best epoch's metrics on the recipe's first split."""
+    import torch
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, matthews_corrcoef
+    from transformers import (
+        AutoModelForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+        set_seed,
+    )
+
+    from bertkit.data import load_classification_data
+    from bertkit.models import load_tokenizer, resolve_model, resolve_precision
+
+    t0 = time.perf_counter()
+    cfg = recipe(task, args)
+    train, evals, labels = load_classification_data(cfg)
+    split, dev = next(iter(evals.items()))
+    tok = load_tokenizer(cfg.model)
+    regression = cfg.problem_type == "regression"
+
+    def encode(ds):
+        pair = "text_pair" in ds.column_names
+        ds = ds.map(lambda b: tok(b["text"], b["text_pair"] if pair else None, truncation=True,
+                                  max_length=cfg.max_length), batched=True,
+                    remove_columns=[c for c in ds.column_names if c != "label"])
+        return ds.rename_column("label", "labels")
+
+    def metrics(p):
+        if regression:
+            pred = p.predictions.reshape(-1)
+            return {"pearson": float(pearsonr(pred, p.label_ids)[0]),
+                    "spearman": float(spearmanr(pred, p.label_ids)[0])}
+        pred = p.predictions.argmax(-1)
+        return {"mcc": float(matthews_corrcoef(p.label_ids, pred)), "accuracy": float(accuracy_score(p.label_ids,
+                                                                                                      pred))}
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    precision = resolve_precision(cfg.precision, device)
+    set_seed(seed)  # before the new head is initialised, as bertkit does
+    model = AutoModelForSequenceClassification.from_pretrained(
+        resolve_model(cfg.model)[0], num_labels=len(labels), id2label=dict(enumerate(labels)),
+        problem_type=cfg.problem_type)
+    with tempfile.TemporaryDirectory() as out:
+        targs = TrainingArguments(
+            output_dir=out, per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+            per_device_eval_batch_size=cfg.eval_batch_size, learning_rate=cfg.lr, num_train_epochs=cfg.epochs,
+            warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+            lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True,
+            metric_for_best_model=cfg.main_metric, greater_is_better=True, save_only_model=True,
+            bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.type == "cpu", seed=seed,
+            data_seed=seed, report_to="none", logging_strategy="epoch", disable_tqdm=True,
+            train_sampling_strategy="group_by_length" if cfg.group_by_length else "random")
+        trainer = Trainer(model=model, args=targs, train_dataset=encode(train), eval_dataset=encode(dev),
+                          data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
+        trainer.train()
+        result = trainer.evaluate()
+    return {"split": split, **{m: result[f"eval_{m}"] for m in METRICS[task]},
+            "wall_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run_trainer(task: str, args, out: Path) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        path = out / f"seed-{seed}.json"
+        if not path.is_file():
+            print(f"Trainer: {task}, seed {seed}", flush=True)
+            path.write_text(json.dumps(trainer_seed(task, args, seed), indent=2))
+        runs.append(json.loads(path.read_text()))
+    return {"values": {m: [r[m] for r in runs] for m in METRICS[task]}, "split": runs[0]["split"],
+            "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 1)}
+
+
+def mean_std(values: list[float]) -> str:
+    std = np.std(values, ddof=1) if len(values) > 1 else 0.0
+    return f"{100 * np.mean(values):.2f} ± {100 * std:.2f}"
+
+
+def table(results: dict, args) -> str:
+    from bertkit.utils import hardware
+
+    lines = [f"model {args.model}, seeds {args.seeds}, precision {args.precision}; {time.strftime('%Y-%m-%d')}; "
+             f"{hardware()}", "", "| task | metric | bertkit | Trainer | bertkit per seed | Trainer per seed | "
+             "bertkit mean within the Trainer seeds' range |", "|---|---|---|---|---|---|---|"]
+    for task, r in results.items():
+        for m in METRICS[task]:
+            ours, theirs = r["bertkit"]["values"][m], r["trainer"]["values"][m]
+            inside = min(theirs) <= np.mean(ours) <= max(theirs)
+            lines.append(f"| {task} ({r['bertkit']['split']}) | {m} | {mean_std(ours)} | {mean_std(theirs)} | "
+                         f"{', '.join(f'{100 * v:.2f}' for v in ours)} | "
+                         f"{', '.join(f'{100 * v:.2f}' for v in theirs)} | {'yes' if inside else 'no'} |")
+    lines.append("")
+    lines += [f"- {task}: wall time bertkit {r['bertkit']['wall_seconds']:.0f} s (its own clock, all seeds), "
+              f"Trainer {r['trainer']['wall_seconds']:.0f} s (all seeds)" for task, r in results.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="cola,stsb")
+    parser.add_argument("--model", default="minilm-l6")
+    parser.add_argument("--seeds", default="13,42,87")
+    parser.add_argument("--precision", default="auto", help="bertkit's --precision; resolved once, used by both")
+    parser.add_argument("--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", "../shared/data"),
+                        help="folder with one sub-folder per task (cola/, stsb/)")
+    parser.add_argument("--output-dir", default="runs/parity")
+    parser.add_argument("--max-train-samples", type=int, help="smoke tests only")
+    parser.add_argument("--max-eval-samples", type=int, help="smoke tests only")
+    parser.add_argument("--epochs", type=float, help="smoke tests only (default: the recipe's)")
+    args = parser.parse_args()
+    import torch
+
+    from bertkit.models import resolve_precision
+
+    args.precision = resolve_precision(args.precision, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    out = Path(args.output_dir)
+    results = {}
+    for task in args.tasks.split(","):
+        results[task] = {"bertkit": run_bertkit(task, args, out / f"bertkit-{task}"),
+                         "trainer": run_trainer(task, args, out / f"trainer-{task}")}
+    text = table(results, args)
+    (out / "parity.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    (out / "parity.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

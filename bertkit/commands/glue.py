@@ -1,0 +1,214 @@
+"""`bertkit finetune glue [flags]`: every GLUE task that has data, each with its own recipe, into one table laid out
+as the BERT paper's Table 1 (Devlin et al. 2019).
+
+For each task (`--tasks` to choose) the recipe is loaded with the command line's flags on top (`--model`, `--seeds`,
+`--epochs`, ...; flags that name a task's files or columns are refused) and run into `<output_dir>/<task>/`
+exactly as `bertkit finetune <task>` would. Data: `$BERTKIT_DATA_DIR/<task>/` (or `--data-dir ROOT` with one
+folder per task), else the hub's GLUE copy when online; a task with a validation file but no training file
+(QNLI here) is trained and measured on that file cut in two (`--carve-eval`, default 20 %), which the table marks.
+A task without data is listed as such. Resumable task by task: with `--resume`, a task whose `metrics.json`
+(`summary.json` with --seeds) exists is not run again and an interrupted one resumes from its checkpoint.
+
+Table 1's columns and metrics: MNLI-m/mm accuracy, QQP F1, QNLI accuracy, SST-2 accuracy, CoLA Matthews
+correlation, STS-B Spearman, MRPC F1, RTE accuracy, and the average of those nine numbers (MNLI counts twice:
+the paper's BERT-base row, 84.6/83.4, 71.2, 90.5, 93.5, 52.1, 85.8, 88.9, 66.4, averages to its 79.6 that way).
+WNLI is reported on its own line, outside the average, as in the paper. Written to `table.md` and `table.json`.
+
+Example:
+```
+bertkit finetune glue --model minilm-l6 --seeds 13,42,87 --output-dir runs/glue
+bertkit finetune glue --model minilm-l6 --seeds 13,42,87 --output-dir runs/glue --resume   # after a stop
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import BertkitError
+
+# (column, task, metric); MNLI's column holds two numbers (matched, mismatched: its first two evaluation splits)
+COLUMNS = [("MNLI-m/mm", "mnli", "accuracy"), ("QQP", "qqp", "f1"), ("QNLI", "qnli", "accuracy"),
+           ("SST-2", "sst2", "accuracy"), ("CoLA", "cola", "mcc"), ("STS-B", "stsb", "spearman"),
+           ("MRPC", "mrpc", "f1"), ("RTE", "rte", "accuracy")]
+WNLI = ("WNLI", "wnli", "accuracy")
+TASKS = [t for _, t, _ in COLUMNS] + ["wnli"]
+# flags that describe one task's data; the runner takes them from each task's recipe
+PER_TASK = ["train_file", "validation_files", "test_file", "text_column", "text_pair_column", "label_column",
+            "label_names", "skip_labels", "columns", "hub_dataset", "hub_config", "hub_splits", "hub_columns",
+            "hub_revision", "task", "adapter", "problem_type", "metrics", "main_metric", "class_weights",
+            "label_delimiter", "delimiter"]
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def task_source(cfg) -> tuple[str | None, str]:
+    """Where a task's data comes from: ('local' | 'carved' | 'hub' | None, a few words for the table)."""
+    from ..data.classification import _local_path, resolve_data_dir
+
+    data_dir = resolve_data_dir(cfg)
+    if data_dir is None:
+        if cfg.hub_dataset and not _offline():
+            return "hub", f"hub {cfg.hub_dataset}/{cfg.hub_config}"
+        return None, "no local data" + (" (hub offline)" if cfg.hub_dataset else "")
+    if _local_path(data_dir, cfg.train_file).is_file():
+        return "local", f"{data_dir}/{cfg.train_file}"
+    if cfg.validation_files and _local_path(data_dir, cfg.validation_files[0]).is_file():
+        return "carved", f"{data_dir}/{cfg.validation_files[0]} carved"
+    return None, f"{data_dir} has neither {cfg.train_file} nor {cfg.validation_files[0]}"
+
+
+def _values(path: Path, metric: str) -> tuple[list[str], dict[str, list[float]], dict, int | None, float]:
+    """(evaluation splits, {split: the metric per seed}, data sizes, carve_eval, training seconds over the seeds) of
+    a finished task folder."""
+    import yaml
+
+    from ..report import eval_splits
+
+    if (path / "summary.json").is_file():
+        summary = json.loads((path / "summary.json").read_text())
+        folders = [path / f"seed-{s}" for s in summary["seeds"]]
+    else:
+        folders = [path]
+    runs = [json.loads((f / "metrics.json").read_text()) for f in folders]
+    carved = (yaml.safe_load((folders[0] / "config.yaml").read_text()) or {}).get("carve_eval")
+    splits = eval_splits(runs[0])
+    values = {s: [r[s][metric] for r in runs] for s in splits if metric in runs[0][s]}
+    return splits, values, runs[0]["data"], carved, sum(r["train"]["train_seconds"] for r in runs)
+
+
+def _cell(values: list[float]) -> str:
+    import numpy as np
+
+    if len(values) == 1:
+        return f"{100 * values[0]:.1f}"
+    return f"{100 * np.mean(values):.1f} ± {100 * np.std(values, ddof=1):.1f}"
+
+
+def glue_table(root: Path, sources: dict[str, str]) -> dict:
+    """The table's numbers (fractions, one per seed) and notes from the task folders under `root`."""
+    import numpy as np
+
+    table, notes, entries = {}, {}, []  # entries: the nine averaged numbers, one list of per-seed values each
+    for name, task, metric in [*COLUMNS, WNLI]:
+        folder = root / task
+        done = (folder / "summary.json").is_file() or (folder / "metrics.json").is_file()
+        if not done:
+            table[name], notes[name] = None, sources.get(task, "not run (not in --tasks)")
+            continue
+        splits, values, data, carved, seconds = _values(folder, metric)
+        used = splits[:2] if task == "mnli" else splits[:1]
+        table[name] = {"metric": metric, "splits": used, "values": [values[s] for s in used], "carved": carved}
+        notes[name] = (f"{sources[task]}; " if task in sources else "") + ", ".join(
+            f"{k} {v} examples" for k, v in data.items()) + f"; training loops {seconds:.0f} s in all"
+        if task != "wnli":
+            entries += table[name]["values"]
+    seeds = {len(v) for v in entries}
+    average = None
+    if entries and len(seeds) == 1:  # per seed: the mean over the columns; then mean ± std over seeds
+        per_seed = np.mean(np.asarray(entries), axis=0).tolist()
+        average = {"values": per_seed, "over": len(entries), "of": 9}
+    return {"columns": table, "average": average, "notes": notes}
+
+
+def format_table(result: dict) -> str:
+    head = [name for name, _, _ in COLUMNS] + ["Average"]
+    cells = []
+    for name, _, _ in COLUMNS:
+        entry = result["columns"][name]
+        cells.append("—" if entry is None else "/".join(_cell(v) for v in entry["values"])
+                     + (" †" if entry["carved"] else ""))
+    avg = result["average"]
+    cells.append("—" if avg is None else _cell(avg["values"]) + ("" if avg["over"] == 9 else
+                                                                   f" ({avg['over']} of 9)"))
+    wnli = result["columns"]["WNLI"]
+    about = result.get("run", {})
+    lines = [f"# GLUE, the BERT paper's Table 1 layout: {about.get('model', '?')}", "",
+             f"`{about.get('command', '?')}` ({about.get('date', '?')}; {about.get('hardware', '?')})", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(cells) + " |", "",
+             f"WNLI (outside the average, as in the paper): {'—' if wnli is None else _cell(wnli['values'][0])}", "",
+             "Metrics as the paper's Table 1: F1 for QQP and MRPC, Spearman for STS-B, Matthews correlation for CoLA, "
+             "accuracy otherwise; × 100, on the evaluation splits named below (the paper's Table 1 is GLUE test). "
+             "The average is over the nine numbers (MNLI-m and -mm both); with some missing it is over those "
+             "present and not comparable. ± is the standard deviation over seeds (ddof 1).", ""]
+    for name, note in result["notes"].items():
+        entry = result["columns"][name]
+        if entry is None:
+            lines.append(f"- {name}: not in the table: {note}")
+            continue
+        lines.append(f"- {name}: {entry['metric']} on {'/'.join(entry['splits'])}; {note}"
+                     + (f" († trained and evaluated on two parts of one file, cut by the carve_eval {entry['carved']} "
+                        "rule: not comparable to a GLUE dev result)" if entry["carved"] else ""))
+    return "\n".join(lines) + "\n"
+
+
+def run_glue(args: argparse.Namespace) -> int:
+    if not args.data_dir:
+        return _run_glue(args)
+    previous = os.environ.get("BERTKIT_DATA_DIR")  # --data-dir: the root of the task folders, for this command
+    os.environ["BERTKIT_DATA_DIR"], args.data_dir = args.data_dir, None
+    try:
+        return _run_glue(args)
+    finally:
+        if previous is None:
+            del os.environ["BERTKIT_DATA_DIR"]
+        else:
+            os.environ["BERTKIT_DATA_DIR"] = previous
+
+
+def _run_glue(args: argparse.Namespace) -> int:
+    from ..config import load_recipe
+    from ..distributed import is_main_process
+    from ..utils import COMMAND, atomic_path, hardware, write_json
+    from .finetune import finetune, overrides_from
+
+    t0 = time.perf_counter()
+    overrides = overrides_from(args)
+    bad = [k for k in PER_TASK if k in overrides]
+    if bad:
+        raise BertkitError(f"--{bad[0].replace('_', '-')} names one task's data; `finetune glue` takes each task's "
+                           "from its recipe (data: BERTKIT_DATA_DIR or --data-dir with one folder per task)")
+    tasks = [t.strip() for t in (args.tasks or ",".join(TASKS)).split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise BertkitError(f"--tasks: unknown GLUE task(s) {', '.join(unknown)} (GLUE: {', '.join(TASKS)})")
+    root = Path(overrides.pop("output_dir", None) or "runs/glue")
+    resume, carve = overrides.pop("resume", False), overrides.pop("carve_eval", None) or 20
+    if not resume and root.exists() and any(root.iterdir()):
+        raise BertkitError(f"output folder {root} is not empty; pass --resume to continue it, or a new --output-dir")
+    sources = {}
+    for task in tasks:
+        folder = root / task
+        cfg = load_recipe(task, {**overrides, "output_dir": str(folder)})
+        kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
+        if kind is None:
+            print(f"glue: {task}: skipped ({sources[task]})")
+            continue
+        if (folder / ("summary.json" if cfg.seeds else "metrics.json")).is_file():
+            print(f"glue: {task}: finished before, not run again")
+            continue
+        cfg.carve_eval = carve if kind == "carved" else None
+        cfg.resume = folder.is_dir() and any(folder.iterdir())
+        print(f"glue: {task}: {'resuming' if cfg.resume else 'training'} ({sources[task]})")
+        finetune(cfg)
+    if not is_main_process():
+        return 0
+    if not any((root / t / "metrics.json").is_file() or (root / t / "summary.json").is_file() for t in TASKS):
+        raise BertkitError("no GLUE task has data here (" + "; ".join(f"{t}: {why}" for t, why in sources.items())
+                           + "); point BERTKIT_DATA_DIR (or --data-dir) at a folder with one sub-folder per task")
+    result = glue_table(root, sources)
+    result["run"] = {"model": overrides.get("model") or "each recipe's model", "command": COMMAND[0],
+                     "date": time.strftime("%Y-%m-%d %H:%M"), "hardware": hardware(),
+                     "wall_seconds": round(time.perf_counter() - t0, 1)}
+    text = format_table(result)
+    write_json(root / "table.json", result)
+    with atomic_path(root / "table.md") as tmp:
+        tmp.write_text(text)
+    print(text)
+    return 0

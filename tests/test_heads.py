@@ -1,0 +1,250 @@
+"""Regression and multi-label heads, class weights and long-text windows, through the CLI and the adapters on the
+tiny random BERT: plain transformers reloads each head with the same outputs; predict and evaluate work on them."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from bertkit import MultiLabelClassification, SequenceClassification, SequenceRegression
+from bertkit.cli import main
+from bertkit.tasks.classification import pool_windows, resolve_class_weights
+
+from .conftest import FILLER, NEGATIVE, POSITIVE, sentence
+
+FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--warmup-ratio", "0.1"]
+
+
+def words(rng, n_pos, n_neg, n_filler=6):
+    ws = [rng.choice(FILLER) for _ in range(n_filler)] + [rng.choice(POSITIVE) for _ in range(n_pos)] + \
+         [rng.choice(NEGATIVE) for _ in range(n_neg)]
+    rng.shuffle(ws)
+    return " ".join(ws)
+
+
+def write_sts(directory, n_train=192, n_dev=48, seed=0):
+    """The original STS Benchmark layout (no header, tab-separated); the score grows with the positive words."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n in (("sts-train.csv", n_train), ("sts-dev.csv", n_dev)):
+        lines = []
+        for i in range(n):
+            k = i % 4
+            lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{1.5 * k:.3f}\t{words(rng, k, 0)}\t"
+                         f"{words(rng, 0, 0, 3)}")
+        (directory / name).write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def multi_label_row(rng, i, none=False):
+    """SST-2-like sentences labelled by their sentiment words: 'pos', 'neg', both (every 4th row: two sentences),
+    or with `none` every 8th row no label (only filler words)."""
+    if none and i % 8 == 5:
+        return " ".join(rng.choice(FILLER) for _ in range(6)), []
+    label = i % 2
+    text, labels = sentence(rng, label), ["pos"] if label else ["neg"]
+    if i % 4 == 3:
+        text, labels = f"{text} {sentence(rng, 0)}", ["neg", "pos"]
+    return text, labels
+
+
+def write_multi_label(directory, n_train=256, n_dev=64, seed=0):
+    """Training labels as JSON lists (JSONL); evaluation labels joined by '|' in a TSV, some rows without any."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [multi_label_row(rng, i) for i in range(n_train)]
+    (directory / "train.jsonl").write_text("".join(json.dumps({"text": t, "topics": ls}) + "\n" for t, ls in rows))
+    rows = [multi_label_row(rng, i, none=True) for i in range(n_dev)]
+    (directory / "dev.tsv").write_text("text\ttopics\n" + "".join(f"{t}\t{'|'.join(ls)}\n" for t, ls in rows))
+    return directory
+
+
+MULTI = ["--problem-type", "multi_label_classification", "--train-file", "train.jsonl", "--validation-files",
+         "dev.tsv", "--text-column", "text", "--label-column", "topics", "--label-names", "", "--label-delimiter", "|",
+         "--metrics", "micro_f1,macro_f1,subset_accuracy", "--main-metric", "micro_f1"]
+
+
+@pytest.fixture(scope="module")
+def stsb_run(tmp_path_factory, tiny_bert):
+    data = write_sts(tmp_path_factory.mktemp("data") / "stsb")
+    out = tmp_path_factory.mktemp("runs") / "stsb"
+    assert main(["finetune", "stsb", "--model", str(tiny_bert), "--data-dir", str(data), "--epochs", "3", *FAST,
+                 "--output-dir", str(out)]) == 0
+    return out, data
+
+
+@pytest.fixture(scope="module")
+def multi_run(tmp_path_factory, tiny_bert):
+    data = write_multi_label(tmp_path_factory.mktemp("data") / "topics")
+    out = tmp_path_factory.mktemp("runs") / "topics"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(data), "--epochs", "3", *FAST,
+                 *MULTI, "--output-dir", str(out)]) == 0
+    return out, data
+
+
+def plain(run, texts, pairs=None):
+    model = AutoModelForSequenceClassification.from_pretrained(run).eval()
+    tok = AutoTokenizer.from_pretrained(run)
+    with torch.no_grad():
+        return model, model(**tok(texts, pairs, padding=True, truncation=True, return_tensors="pt")).logits.numpy()
+
+
+def test_regression_head_reloads_in_plain_transformers(stsb_run):
+    run, _ = stsb_run
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["sts-dev"]) == {"pearson", "spearman", "mse"} and metrics["main_metric"] == "spearman"
+    assert metrics["sts-dev"]["spearman"] > 0.3  # loose floor: the score follows the positive words
+    texts, pairs = ["the film was great and superb", "a dull plot"], ["the story", "the cast"]
+    ours = SequenceRegression.from_pretrained(str(run)).predict(texts, pairs)
+    model, logits = plain(run, texts, pairs)
+    assert model.config.problem_type == "regression" and model.config.num_labels == 1
+    np.testing.assert_allclose([o["value"] for o in ours], logits[:, 0], atol=1e-5)
+    y = torch.tensor([4.5, 0.0])  # plain transformers trains it with the same loss: MSE on the one output
+    tok = AutoTokenizer.from_pretrained(run)
+    with torch.no_grad():
+        loss = model(**tok(texts, pairs, padding=True, return_tensors="pt"), labels=y).loss
+    assert loss.item() == pytest.approx(float(np.mean((logits[:, 0] - y.numpy()) ** 2)), rel=1e-5)
+
+
+def test_predict_and_evaluate_on_a_regression_run(stsb_run, tmp_path, capsys):
+    run, data = stsb_run
+    (tmp_path / "in.tsv").write_text("sentence1\tsentence2\nthe film was superb\tthe story\n")
+    assert main(["predict", "--model", str(run), "--input", str(tmp_path / "in.tsv"), "--output",
+                 str(tmp_path / "p.jsonl")]) == 0
+    (pred,) = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert set(pred) == {"text", "text_pair", "value"} and isinstance(pred["value"], float)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run), "--task", "stsb", "--split", "sts-dev", "--data-dir", str(data),
+                 "--precision", "fp32"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    metrics = json.loads((run / "metrics.json").read_text())["sts-dev"]
+    assert result["spearman"] == pytest.approx(metrics["spearman"], abs=1e-6) and result["examples"] == 48
+
+
+def test_multi_label_head_reloads_in_plain_transformers(multi_run):
+    run, _ = multi_run
+    metrics = json.loads((run / "metrics.json").read_text())["dev"]
+    assert set(metrics) == {"micro_f1", "macro_f1", "subset_accuracy"} and metrics["micro_f1"] >= 0.75
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["problem_type"] == "multi_label_classification" and cfg["threshold"] == 0.5
+    texts = ["the film was great", "a dull and superb plot", "the story"]
+    ours = MultiLabelClassification.from_pretrained(str(run)).predict(texts, with_probs=True)
+    model, logits = plain(run, texts)
+    assert model.config.problem_type == "multi_label_classification"
+    assert sorted(model.config.id2label.values()) == ["neg", "pos"]
+    probs = 1 / (1 + np.exp(-logits))  # [texts, labels]
+    for o, p in zip(ours, probs):
+        assert o["labels"] == [model.config.id2label[i] for i in np.flatnonzero(p >= 0.5)]
+        np.testing.assert_allclose([o["probabilities"][model.config.id2label[i]] for i in range(2)], p, atol=1e-5)
+    gold = [json.loads(line)["gold"] for line in (run / "predictions_dev.jsonl").read_text().splitlines()]
+    assert ["neg", "pos"] in gold and [] in gold and ["pos"] in gold  # several labels, one, or none per row
+
+
+def test_predict_and_evaluate_on_a_multi_label_run(multi_run, tmp_path, capsys):
+    run, data = multi_run
+    (tmp_path / "in.txt").write_text("the film was great\na dull plot\n")
+    assert main(["predict", "--model", str(run), "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "p.jsonl"), "--probs"]) == 0
+    preds = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(preds) == 2 and all(set(p) == {"text", "labels", "scores", "probabilities"} for p in preds)
+    assert all(p["scores"] == {n: p["probabilities"][n] for n in p["labels"]} for p in preds)
+    capsys.readouterr()
+    recipe = tmp_path / "topics.yaml"  # evaluate takes the run's own config as its recipe
+    recipe.write_text((run / "config.yaml").read_text())
+    assert main(["evaluate", "--model", str(run), "--task", str(recipe), "--split", "dev", "--precision",
+                 "fp32"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    metrics = json.loads((run / "metrics.json").read_text())["dev"]
+    assert result["micro_f1"] == pytest.approx(metrics["micro_f1"], abs=1e-6)
+
+
+# --- class weights ---------------------------------------------------------------------------------------------
+def test_balanced_weights_follow_scikit_learn_and_bce_pos_weight():
+    from sklearn.utils.class_weight import compute_class_weight
+
+    labels = [0, 0, 0, 0, 0, 0, 1, 1, 2]
+    expected = compute_class_weight("balanced", classes=np.arange(3), y=np.asarray(labels))
+    assert resolve_class_weights("balanced", labels, ["a", "b", "c"], "single_label_classification") == \
+        pytest.approx(expected.tolist())
+    multi = [[0], [0, 1], [], [0]]  # label 0 in 3 of 4 rows, label 1 in 1 of 4
+    assert resolve_class_weights("balanced", multi, ["x", "y"], "multi_label_classification") == \
+        pytest.approx([1 / 3, 3.0])
+    with pytest.raises(Exception, match="never occur"):
+        resolve_class_weights("balanced", [0, 0], ["a", "b"], "single_label_classification")
+
+
+@pytest.mark.parametrize("cls, labels, loss", [
+    (SequenceClassification, [0, 1, 1], lambda w: torch.nn.CrossEntropyLoss(weight=w)),
+    (MultiLabelClassification, [[0], [0, 1], []], lambda w: torch.nn.BCEWithLogitsLoss(pos_weight=w)),
+])
+def test_weighted_loss_is_torch_weighted_loss(tiny_bert, cls, labels, loss):
+    clf = cls.from_pretrained(str(tiny_bert), label_names=["a", "b"], class_weights=[1.0, 4.0])
+    features = clf.encode(clf.examples({"text": ["good film", "bad film", "dull"], "label": labels}))
+    batch = clf.collate([features[i] for i in range(3)])
+    clf.model.eval()
+    with torch.no_grad():
+        logits = clf.model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        weighted = clf.compute_loss(clf.model, batch)
+        unweighted = clf.model(**batch).loss  # the model's own (unweighted) loss
+    expected = loss(torch.tensor([1.0, 4.0]))(logits, batch["labels"])
+    assert weighted.item() == pytest.approx(expected.item(), rel=1e-6) and weighted.item() != unweighted.item()
+
+
+def test_balanced_class_weights_are_recorded_as_numbers(tiny_bert, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [f"{'great film' if i % 4 == 0 else 'dull film'} {i}\t{int(i % 4 == 0)}\n" for i in range(64)]
+    (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(rows))  # 16 positive, 48 negative
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(rows[:16]))
+    out = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(data), "--epochs", "1", *FAST,
+                 "--class-weights", "balanced", "--output-dir", str(out)]) == 0
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert cfg["class_weights"] == pytest.approx([64 / (2 * 48), 64 / (2 * 16)])  # n / (labels × count)
+
+
+# --- long texts: windows pooled per text -------------------------------------------------------------------------
+def test_pool_windows_numpy_expectation():
+    logits = np.array([[1.0, 0.0], [3.0, -2.0], [0.5, 0.5], [-1.0, 4.0]], dtype=np.float32)  # [windows, labels]
+    owner = [0, 0, 1, 0]
+    np.testing.assert_allclose(pool_windows(logits, owner, 2, "mean"), [[1.0, 2 / 3], [0.5, 0.5]], rtol=1e-6)
+    np.testing.assert_allclose(pool_windows(logits, owner, 2, "max"), [[3.0, 4.0], [0.5, 0.5]])
+
+
+def test_a_2000_word_document_gets_one_prediction_from_windows_covering_every_piece(tiny_bert):
+    rng = random.Random(0)
+    doc = " ".join(rng.choice(FILLER + POSITIVE + ["unbelievably", "cinematographers"]) for _ in range(2000))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"], max_length=64,
+                                                 doc_pooling="mean", doc_window_overlap=16)
+    features = clf.encode(clf.examples({"text": [doc, "short one"], "label": [1, 0]}))
+    pieces = clf.tokenizer(doc, add_special_tokens=False)["input_ids"]
+    windows = [f["input_ids"][1:-1] for f in features if f["example_index"] == 0]  # without [CLS] and [SEP]
+    assert len(pieces) > 2000 and len(windows) > 1 and all(len(w) <= 62 for w in windows)
+    start = 0
+    for w in windows:  # each window continues the text where the previous one left off, 16 pieces back
+        assert w == pieces[start:start + len(w)]
+        start += len(w) - 16
+    assert start + 16 == len(pieces)  # the last window ends at the last piece
+    assert [f["labels"] for f in features] == [1] * len(windows) + [0]  # every window carries its text's label
+    for how in ("mean", "max"):
+        clf.doc_pooling = how
+        preds = clf.predict([doc, "short one"], with_probs=True)
+        assert len(preds) == 2 and preds[0]["label"] in ("a", "b")
+
+
+def test_windows_in_training_and_evaluation(tiny_bert, sst2_dir, tmp_path):
+    """Each window trains with its text's label; evaluation scores one pooled prediction per text."""
+    out = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--epochs", "1", *FAST,
+                 "--max-length", "12", "--doc-pooling", "max", "--doc-window-overlap", "4", "--output-dir",
+                 str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    preds = (out / "predictions_dev.jsonl").read_text().splitlines()
+    assert metrics["data"] == {"train": 256, "dev": 64} and len(preds) == 64
+    assert metrics["train"]["examples_seen"] > 256  # more windows than texts: the sentences are longer than 10 pieces
+    reloaded = SequenceClassification.from_pretrained(str(out))
+    assert (reloaded.doc_pooling, reloaded.window_overlap, reloaded.max_length) == ("max", 4, 12)
