@@ -134,18 +134,16 @@ class FinetuneConfig:
     compile: bool = _f(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the first "
                               "steps are slow while it compiles.")
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
-                                  "drop probability exact to 1/65536; see bertkit/fast_dropout.py).")
+                                  "drop probability exact to 1/65536; see bertkit/cpu/dropout.py).")
     fused_qkv: bool = _f(True, "Training: compute BERT's query, key and value projections as one matmul (the same "
-                               "weights; results equal up to rounding; see bertkit/fused_qkv.py).")
+                               "weights; results equal up to rounding; see bertkit/cpu/fused_qkv.py).")
     keep_heap: bool = _f(True, "CPU training on Linux (glibc): keep freed memory in the process heap instead of "
                                "returning it to the kernel each step (no re-faulting of the gradient buffers; "
-                               "released when training ends; peak memory can be higher; see bertkit/heap.py).")
+                               "released when training ends; peak memory can be higher; see bertkit/cpu/heap.py).")
     dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
                                      "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
     attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
-                                               "checkpoint's attention_probs_dropout_prob). CPU training keeps "
-                                               "bertkit's unfused attention at any rate: faster there than torch's "
-                                               "fused SDPA (benchmarks/attention_paths.py).")
+                                               "checkpoint's attention_probs_dropout_prob).")
     reinit_pooler: bool = _f(False, "Re-initialise the pooler (the dense+tanh over [CLS] that feeds the classifier) "
                                     "before training, as Zhang et al. 2021 do; for checkpoints whose pooler was never "
                                     "trained (sentence-embedding models such as all-MiniLM).")
@@ -297,6 +295,9 @@ PROBLEM_METRICS = {"single_label_classification": ("accuracy", "f1", "mcc"),
                    "multi_label_classification": ("micro_f1", "macro_f1", "subset_accuracy")}
 
 
+LOWER_IS_BETTER = frozenset({"mse"})  # main metrics whose best value is the lowest (the rest: the highest)
+
+
 def _validate_heads(cfg: FinetuneConfig, source: str) -> None:
     """The sequence-classification head options, delimiter and carving."""
     if cfg.delimiter is not None:
@@ -327,9 +328,6 @@ def _validate_heads(cfg: FinetuneConfig, source: str) -> None:
             if other:
                 raise BertkitError(f"{source}: metric '{name}' is for {other}; {cfg.problem_type} has "
                                    f"{', '.join(own)} (e.g. --metrics {','.join(own[:2])} --main-metric {own[0]})")
-    if cfg.main_metric == "mse":
-        raise BertkitError(f"{source}: main_metric 'mse' is lower-is-better, but the best checkpoint is the one with "
-                           "the highest main metric; use pearson or spearman")
 
 
 def recipe_names() -> list[str]:

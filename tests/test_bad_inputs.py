@@ -94,7 +94,6 @@ OTHER = [  # inputs that are not files of the corpus
      "split carved from it, add --carve-eval 20"),
     (SST2 + [str(GOOD / "dev.tsv"), "--class-weights", "1,2,3"], "class_weights has 3 values but there are 2 labels"),
     (SST2 + [str(GOOD / "dev.tsv"), "--problem-type", "regression"], "metric 'accuracy' is for single_label"),
-    (STSB + [str(GOOD / "sts-dev.csv"), "--main-metric", "mse"], "main_metric 'mse' is lower-is-better"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--train-file", "x.tsv"],
      "--train-file names one task's data"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "mrpc,qqp", "--data-dir",

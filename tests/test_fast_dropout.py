@@ -67,7 +67,7 @@ def test_training_really_drops(tiny_bert):
 
 
 def test_cpu_training_attention_is_unfused_even_without_dropout(tiny_bert, monkeypatch):
-    """torch's fused SDPA backward is several times slower on short rows (benchmarks/attention_paths.py), so CPU
+    """torch's fused SDPA backward is several times slower on short rows (docs/speed.md), so CPU
     training takes the unfused path at attention dropout 0 too; evaluation keeps SDPA."""
     import transformers.integrations.sdpa_attention as sdpa
 

@@ -93,6 +93,16 @@ def plain(run, texts, pairs=None):
         return model, model(**tok(texts, pairs, padding=True, truncation=True, return_tensors="pt")).logits.numpy()
 
 
+def test_a_lower_is_better_main_metric_keeps_the_lowest(tiny_bert, stsb_run, tmp_path):
+    _, data = stsb_run
+    out = tmp_path / "mse"
+    assert main(["finetune", "stsb", "--model", str(tiny_bert), "--data-dir", str(data), "--epochs", "2", *FAST,
+                 "--eval-every", "4", "--main-metric", "mse", "--output-dir", str(out)]) == 0
+    evals = [json.loads(line) for line in (out / "eval_metrics.jsonl").read_text().splitlines()]
+    best = min(evals, key=lambda e: e["sts-dev/mse"])
+    assert len(evals) > 2 and json.loads((out / "metrics.json").read_text())["best_step"] == best["step"]
+
+
 def test_regression_head_reloads_in_plain_transformers(stsb_run):
     run, _ = stsb_run
     metrics = json.loads((run / "metrics.json").read_text())

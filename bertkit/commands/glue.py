@@ -164,7 +164,7 @@ def run_glue(args: argparse.Namespace) -> int:
 
 def _run_glue(args: argparse.Namespace) -> int:
     from ..config import load_recipe
-    from ..distributed import is_main_process
+    from ..training.launch import is_main_process
     from ..utils import COMMAND, atomic_path, hardware, write_json
     from .finetune import finetune, overrides_from
 

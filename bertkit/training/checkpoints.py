@@ -100,3 +100,17 @@ def load_weights(accelerator, model, directory: Path) -> None:
         set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
     else:
         accelerator.unwrap_model(model).load_state_dict(weights)
+
+
+def write_run_model(adapter, out: Path, best: Path) -> None:
+    """The run folder itself becomes the best checkpoint: the best weights (as saved during training, so no process
+    needs the full model in memory) with the adapter's config and tokenizer, each file replaced atomically."""
+    from safetensors.torch import load_file
+
+    weights = {}
+    for f in sorted(Path(best).glob("model*.safetensors")):
+        weights.update(load_file(str(f)))
+    tmp = adapter.save(Path(out) / ".model.tmp", state_dict=weights)
+    for f in tmp.iterdir():
+        f.replace(Path(out) / f.name)
+    shutil.rmtree(tmp, ignore_errors=True)

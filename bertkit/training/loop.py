@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from ..config import FinetuneConfig, to_yaml
+from ..config import LOWER_IS_BETTER, FinetuneConfig, to_yaml
 from ..cpu import cpu_speedups
-from ..device import PrecisionChoice, choose_precision
 from ..errors import BertkitError
 from ..metrics import resolve_metrics
 from ..report import write_report
@@ -37,7 +34,7 @@ from . import checkpoints, launch
 from .data import train_loader
 from .evaluation import predict_features
 from .options import reinit_pooler, reset_dropout, set_dropout
-from .prepare import prepare, restore_forward
+from .prepare import make_accelerator, prepare, restore_forward
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
 
@@ -55,7 +52,7 @@ class Trainer:
     records the adapter as it is (its model, max length, labels, task settings), whatever `config` says of them.
     """
 
-    def __init__(self, adapter, config: FinetuneConfig, metric_hooks=None, accelerator: Accelerator | None = None,
+    def __init__(self, adapter, config: FinetuneConfig, metric_hooks=None, accelerator=None,
                  callbacks=()):
         self.adapter, self.callbacks = adapter, list(callbacks)
         self.cfg = dataclasses.replace(config, **adapter.run_fields())  # what is actually trained
@@ -63,26 +60,7 @@ class Trainer:
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
             config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         check_trackers(config.report_to)
-        state = launch.start()
-        if accelerator is None:
-            choice = launch.main_value(state, choose_precision(config.precision, state.device))
-            dynamo = {}
-            if config.compile:
-                from accelerate.utils import TorchDynamoPlugin
-
-                dynamo["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", dynamic=True,
-                                                            use_regional_compilation=True)
-            mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
-            _forget_other_precision(mixed)
-            accelerator = Accelerator(mixed_precision=mixed,
-                                      gradient_accumulation_steps=config.grad_accum, log_with=config.report_to or None,
-                                      project_dir=str(self.output_dir / "trackers"), **dynamo)
-        else:  # the caller's Accelerator decides
-            used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
-            if config.precision not in ("auto", used):
-                raise BertkitError(f"precision {config.precision} asked for, but the given Accelerator uses {used}")
-            choice = PrecisionChoice(used, "the given Accelerator's mixed_precision")
-            accelerator.gradient_accumulation_steps = config.grad_accum
+        accelerator, choice = make_accelerator(config, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
 
     def log(self, msg: str) -> None:
@@ -155,7 +133,8 @@ class Trainer:
         self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
         try:
             state = self._start(total_steps, loader)
-            self.log(f"training: {len(features)} examples, {total_steps} steps ({steps_per_epoch}/epoch), batch "
+            inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
+            self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), batch "
                      f"{cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
                      f"({self.precision_choice.reason})")
             sharded = acc.distributed_type.name in ("FSDP", "DEEPSPEED")
@@ -281,7 +260,8 @@ class Trainer:
         metrics, predictions = self.evaluate(eval_sets)
         self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
         value = metrics[next(iter(eval_sets))][cfg.main_metric]
-        improved = state["best_metric"] is None or value > state["best_metric"]
+        best = state["best_metric"]
+        improved = best is None or (value < best if cfg.main_metric in LOWER_IS_BETTER else value > best)
         if improved:
             state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
             checkpoints.save_best(acc, self.model, self.adapter, self.ckpt_dir / "best")
@@ -328,7 +308,7 @@ class Trainer:
             main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
                 self.adapter.write_predictions(out, name, preds, main=name == main_split)
-            _save_into(self.adapter, out, best)  # after write_predictions: a task may record a setting (QA v2)
+            checkpoints.write_run_model(self.adapter, out, best)  # after write_predictions: QA v2 sets its threshold
             write_json(out / "metrics.json", result)
             write_report(out)
         if self.cfg.report_to:
@@ -336,25 +316,3 @@ class Trainer:
         acc.wait_for_everyone()
         return result
 
-
-def _save_into(adapter, out: Path, best: Path) -> None:
-    """The run folder itself becomes the best checkpoint: the best weights (as saved during training, so no process
-    needs the full model in memory) with the adapter's config and tokenizer, each file replaced atomically."""
-    from safetensors.torch import load_file
-
-    weights = {}
-    for f in sorted(best.glob("model*.safetensors")):
-        weights.update(load_file(str(f)))
-    tmp = adapter.save(out / ".model.tmp", state_dict=weights)
-    for f in tmp.iterdir():
-        f.replace(out / f.name)
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _forget_other_precision(mixed_precision: str) -> None:
-    """accelerate keeps one precision per process and refuses another; a notebook that trains in fp32 and then in
-    bf16 would have to restart. Forget the earlier choice (the process group, if any, stays)."""
-    from accelerate.state import AcceleratorState
-
-    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
-        AcceleratorState._reset_state(reset_partial_state=False)

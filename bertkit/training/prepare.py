@@ -1,4 +1,4 @@
-"""Wrapping a model for accelerate, and unwrapping it afterwards.
+"""The Accelerator of a run, wrapping a model for it, and unwrapping it afterwards.
 
 The optimizer (with bertkit's parameter groups) is built where its parameters will live: FSDP1 replaces the model's
 parameters when it wraps the model, so there the optimizer is built from the wrapped model (whose parameter names
@@ -11,9 +11,11 @@ steps it once per optimizer step.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from transformers import get_linear_schedule_with_warmup
 
+from ..errors import BertkitError
 from .optim import build_optimizer
 
 
@@ -43,3 +45,42 @@ def restore_forward(model) -> None:
         model.__dict__.pop("forward", None)
     else:
         model.forward = original
+
+
+def make_accelerator(config, output_dir, accelerator=None):
+    """(Accelerator, PrecisionChoice) for a run: the launcher's process group joined and checked, the precision
+    decided for the device on the main process and shared (`bertkit.device`), then the Accelerator built with it.
+    A caller's own `accelerator` is used as it is; its mixed precision must agree with `config.precision`."""
+    from accelerate import Accelerator
+
+    from ..device import PrecisionChoice, choose_precision
+    from . import launch
+
+    state = launch.start()
+    if accelerator is not None:
+        used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
+        if config.precision not in ("auto", used):
+            raise BertkitError(f"precision {config.precision} asked for, but the given Accelerator uses {used}")
+        accelerator.gradient_accumulation_steps = config.grad_accum
+        return accelerator, PrecisionChoice(used, "the given Accelerator's mixed_precision")
+    choice = launch.main_value(state, choose_precision(config.precision, state.device))
+    dynamo = {}
+    if config.compile:
+        from accelerate.utils import TorchDynamoPlugin
+
+        dynamo["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", dynamic=True, use_regional_compilation=True)
+    mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
+    _forget_other_precision(mixed)
+    accelerator = Accelerator(mixed_precision=mixed, gradient_accumulation_steps=config.grad_accum,
+                              log_with=config.report_to or None, project_dir=str(Path(output_dir) / "trackers"),
+                              **dynamo)
+    return accelerator, choice
+
+
+def _forget_other_precision(mixed_precision: str) -> None:
+    """accelerate keeps one precision per process and refuses another; a notebook that trains in fp32 and then in
+    bf16 would have to restart. Forget the earlier choice (the process group, if any, stays)."""
+    from accelerate.state import AcceleratorState
+
+    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
