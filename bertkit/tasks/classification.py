@@ -19,7 +19,6 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from ..data.classification import load_classification_data, load_split
 from ..feature_cache import cached_map
-from ..inference import forward_all
 from ..metrics import compute_metrics
 from .base import Adapter
 
@@ -87,5 +86,5 @@ class SequenceClassification(Adapter):
         """Label and score for each text (notebook use). Order of the input is kept."""
         cols = {"text": list(texts), **({"text_pair": list(text_pairs)} if text_pairs is not None else {})}
         features = self.encode(datasets.Dataset.from_dict(cols))
-        outputs = forward_all(self, features, batch_size, precision)
+        outputs = self.infer(features, batch_size, precision)
         return [self._prediction(softmax(o["logits"]), with_probs) for o in outputs]

@@ -27,7 +27,6 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
-from ..inference import forward_all
 from ..metrics import SQUAD_BUILTIN, compute_metrics
 from ..utils import write_json
 from .base import Adapter
@@ -176,6 +175,6 @@ class QuestionAnswering(Adapter):
                 raise BertkitError(f"question {i}: the question and the context must be non-empty text")
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})
         features = self.encode(examples)
-        outputs = forward_all(self, features, batch_size, precision)
+        outputs = self.infer(features, batch_size, precision)
         keys = ("answer", "score", "start", "end") + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
