@@ -50,11 +50,14 @@ def read_export(folder) -> dict:
     return json.loads((Path(folder) / "export.json").read_text())
 
 
-def session(path):
+def session(path, threads: int | None = None):
+    """An ONNX Runtime CPU session; `threads` intra-op threads (default: onnxruntime's, one per physical core)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
+    if threads:
+        options.intra_op_num_threads = threads
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
@@ -86,8 +89,8 @@ class OnnxRunner:
         return results
 
 
-def load_onnx_adapter(folder):
-    """The task adapter of an export folder, answering through model.onnx."""
+def load_onnx_adapter(folder, threads: int | None = None):
+    """The task adapter of an export folder, answering through model.onnx (`threads`: see `session`)."""
     from transformers import AutoConfig
 
     from ..models import load_tokenizer
@@ -103,7 +106,7 @@ def load_onnx_adapter(folder):
         model = cls.auto_model_class.from_config(config)
     max_length, options = cls.run_settings(path)
     adapter = cls(model, load_tokenizer(path), None, max_length, **options)
-    adapter.runner = OnnxRunner(session(Path(path) / "model.onnx"))
+    adapter.runner = OnnxRunner(session(Path(path) / "model.onnx", threads))
     return adapter
 
 
@@ -112,7 +115,7 @@ class OnnxFeatureExtractor(FeatureExtractor):
     export holds (export.json `layers`) can be asked for."""
 
     def __init__(self, folder, layers: str = "last4", combine: str = "concat", pool: str = "mean",
-                 batch_size: int = 64, max_length: int = 512):
+                 batch_size: int = 64, max_length: int = 512, threads: int | None = None):
         from transformers import AutoConfig
 
         from ..models import load_tokenizer
@@ -121,7 +124,7 @@ class OnnxFeatureExtractor(FeatureExtractor):
         if "features.onnx" not in info["graphs"]:
             raise BertkitError(f"{folder} was exported without features.onnx (bertkit export --no-features)")
         self.folder, self.exported = str(folder), info["layers"]
-        self.session = session(Path(folder) / "features.onnx")
+        self.session = session(Path(folder) / "features.onnx", threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.model, self.tokenizer = None, load_tokenizer(str(folder))
         self.config = AutoConfig.from_pretrained(folder, local_files_only=True)

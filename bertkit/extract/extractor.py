@@ -20,7 +20,7 @@ from transformers import AutoModel
 from ..batching import sorted_batches
 from ..errors import BertkitError
 from ..models import autocast, load_pretrained, load_tokenizer, resolve_precision
-from .layers import combine_layers, parse_layers, pool_pieces
+from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
 
 
 class SentenceError(BertkitError):
@@ -59,8 +59,10 @@ class FeatureExtractor:
     def configure(self, layers: str, combine: str, pool: str):
         """Set (and check) which layers, how they are combined and how pieces are pooled; returns self."""
         self.layers = parse_layers(layers, self.config.num_hidden_layers)
-        combine_layers(torch.zeros(1, 1, 1), combine)  # validate the modes early
-        pool_pieces(torch.zeros(2, 1), [None, 0], 1, pool)
+        if combine not in COMBINE:
+            raise BertkitError(f"--combine {combine!r}: expected one of {', '.join(COMBINE)}")
+        if pool not in POOL:
+            raise BertkitError(f"--pool {pool!r}: expected one of {', '.join(POOL)}")
         self.combine, self.pool = combine, pool
         return self
 

@@ -142,9 +142,9 @@ def render(payload: dict) -> bytes:
 
 
 def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 64, max_wait_ms: float = 5.0,
-               max_queue: int = 1024) -> FastAPI:
+               max_queue: int = 1024, executor=None) -> FastAPI:
     limits = limits or Limits()
-    batcher = Batcher(engine.run, max_batch, max_wait_ms / 1000, max_queue)
+    batcher = Batcher(engine.run, max_batch, max_wait_ms / 1000, max_queue, executor)
 
     @asynccontextmanager
     async def lifespan(app):

@@ -27,14 +27,15 @@ class QueueFull(Exception):
 
 
 class Batcher:
-    def __init__(self, run, max_batch: int = 64, max_wait: float = 0.005, max_queue: int = 1024):
+    def __init__(self, run, max_batch: int = 64, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
         self.run, self.max_batch, self.max_wait, self.max_queue = run, max_batch, max_wait, max_queue
         self.pending: deque[tuple[Job, asyncio.Future, float]] = deque()
         self.queued = 0  # items waiting
         self.arrived = asyncio.Event()
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")
+        self.executor = executor or ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")
         self.item_seconds = 0.01  # running estimate of model time per item, for Retry-After
-        self.stats = {"accepted": 0, "answered": 0, "dropped": 0, "refused": 0, "batches": 0, "items": 0}
+        self.stats = {"accepted": 0, "answered": 0, "dropped": 0, "refused": 0, "batches": 0, "items": 0,
+                      "model_seconds": 0.0}
         self.task: asyncio.Task | None = None
         self.busy = False  # a batch is on the model thread
 
@@ -88,7 +89,9 @@ class Batcher:
                 await loop.run_in_executor(self.executor, self.run, [job for job, _ in batch])
             finally:
                 self.busy = False
-            self.item_seconds = 0.8 * self.item_seconds + 0.2 * (time.perf_counter() - start) / n
+            seconds = time.perf_counter() - start
+            self.item_seconds = 0.8 * self.item_seconds + 0.2 * seconds / n
+            self.stats["model_seconds"] += seconds
             self.stats["batches"] += 1
             self.stats["items"] += n
             for job, future in batch:

@@ -35,7 +35,9 @@ class Job:
 
 class Engine:
     def __init__(self, model: str, backend: str = "torch", precision: str = "auto", batch_size: int = 64,
-                 embed_max_length: int = 512, allow_pickle: bool = False):
+                 embed_max_length: int = 512, allow_pickle: bool = False, threads: int | None = None):
+        """Build it on the thread that will run it (`model_thread`): torch's OpenMP threads belong to the thread
+        that starts them. `threads`: intra-op threads of torch / onnxruntime (None: their defaults)."""
         from ..models import resolve_model
 
         self.model, self.backend, self.batch_size = model, backend, batch_size
@@ -49,9 +51,9 @@ class Engine:
                 raise BertkitError(f"--precision {precision} is for the torch backend; an ONNX export runs as "
                                    "exported (fp32 or int8)")
             self.precision = info["precision"]
-            self.adapter = load_onnx_adapter(model) if "model.onnx" in info["graphs"] else None
+            self.adapter = load_onnx_adapter(model, threads) if "model.onnx" in info["graphs"] else None
             self.extractor = (OnnxFeatureExtractor(model, ",".join(map(str, info["layers"])), batch_size=batch_size,
-                                                   max_length=embed_max_length)
+                                                   max_length=embed_max_length, threads=threads)
                               if "features.onnx" in info["graphs"] else None)
         else:
             import torch
@@ -60,6 +62,8 @@ class Engine:
             from ..models import resolve_precision
             from ..tasks import adapter_for_checkpoint, head_class
 
+            if threads:
+                torch.set_num_threads(threads)
             device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
             self.precision = resolve_precision(precision, device)
             self.adapter = adapter_for_checkpoint(model, allow_pickle) if head_class(model) else None
@@ -98,6 +102,19 @@ class Engine:
             ["onnxruntime"] if self.backend == "onnx" else [])
         meta["versions"] = {"bertkit": __version__, **versions(*names), "python": platform.python_version()}
         return meta
+
+    def warm_up(self) -> None:
+        """One small call of each endpoint's path, so that the first requests do not pay for lazy set-up."""
+        if self.task == "sequence-classification":
+            self.run([Job(("classify", bool(self.pairs)), [("warm up", "warm up" if self.pairs else None)])])
+        elif self.task == "token-classification":
+            self.run([Job(("ner",), ["warm up"])])
+        elif self.task == "question-answering":
+            from .schemas import Question
+
+            self.run([Job(("qa",), [Question(question="warm up ?", context="warm up")])])
+        if self.extractor is not None:
+            self.run([Job(("embed", ",".join(map(str, self.extractor.layers)), "concat", "mean"), ["warm up"])])
 
     # --- batches (on the model thread) ---------------------------------------------------------------------------
     def run(self, jobs: list[Job]) -> None:
