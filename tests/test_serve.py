@@ -181,6 +181,18 @@ def test_wrong_method_and_path_and_content_type(sst2_server):
     assert r.status_code == 400 and "application/json" in r.json()["errors"][0]["reason"]
 
 
+def test_a_base_checkpoint_serves_embeddings_only(tiny_bert, tmp_path):
+    reference = cli_extract(tiny_bert, SENTENCES[:3], tmp_path, "--layers", "last", "--pool", "cls")
+    with server(tiny_bert) as (url, _):
+        meta = httpx.get(url + "/metadata", timeout=10).json()
+        assert meta["task"] is None and meta["endpoints"] == ["/embed"]
+        assert post(url, "/predict", {"texts": ["a film"]}).status_code == 404
+        r = post(url, "/embed", {"texts": SENTENCES[:3], "layers": "last", "pool": "cls"})
+        assert r.status_code == 200 and r.json()["dim"] == 32
+        for (_, expected), got in zip(reference, r.json()["embeddings"]):
+            np.testing.assert_allclose(np.asarray(got["vectors"]), expected, atol=1e-5)
+
+
 def test_metadata_health_and_openapi(sst2_server):
     url, _ = sst2_server
     meta = httpx.get(url + "/metadata", timeout=10).json()
@@ -236,8 +248,32 @@ def test_64_concurrent_clients_each_get_their_own_answers_in_order(sst2_server, 
     assert answered == clients * requests
     after = httpx.get(url + "/health", timeout=10).json()
     assert after["accepted"] - before["accepted"] == clients * requests == after["answered"] - before["answered"]
-    batches = after["batches"] - before["batches"]
-    assert batches < clients * requests / 4  # requests arriving together shared model calls
+    assert after["items"] - before["items"] == len(every)  # each item through the model once
+    assert after["batches"] - before["batches"] < clients * requests  # and some requests shared a model call
+
+
+@pytest.fixture(scope="module")
+def patient_server(sst2_run):
+    """A server that waits up to 300 ms for a batch of 16 items to fill."""
+    with server(sst2_run, "--max-wait-ms", "300", "--max-batch", "16") as (url, proc):
+        yield url, proc
+
+
+def test_requests_arriving_together_share_model_calls_and_keep_their_order(patient_server):
+    url, _ = patient_server
+    before = httpx.get(url + "/health", timeout=10).json()
+
+    async def together():
+        async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=48)) as http:
+            calls = [http.post("/predict", json={"texts": [text(c, 0, 0), text(c, 0, 1)]}) for c in range(24)]
+            return await asyncio.wait_for(asyncio.gather(*calls), 120)
+
+    responses = asyncio.run(together())
+    assert [[p["text"] for p in r.json()["predictions"]] for r in responses] == [
+        [text(c, 0, 0), text(c, 0, 1)] for c in range(24)]
+    after = httpx.get(url + "/health", timeout=10).json()
+    assert after["items"] - before["items"] == 48
+    assert after["batches"] - before["batches"] <= 12  # 48 items in batches of up to 16 (not 24 calls)
 
 
 def test_overload_gives_429_with_retry_after_and_the_server_keeps_serving(sst2_run):
@@ -258,23 +294,23 @@ def test_overload_gives_429_with_retry_after_and_the_server_keeps_serving(sst2_r
         assert health["refused"] == codes.count(429) and health["queued_items"] == 0
 
 
-def test_a_client_that_disconnects_does_not_stall_the_others(sst2_run):
-    with server(sst2_run, "--max-wait-ms", "300") as (url, _):
-        port = int(url.rsplit(":", 1)[1])
-        body = json.dumps({"texts": ["gone before the answer"]}).encode()
-        for _ in range(3):  # clients that send a request and hang up at once
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-                s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        start = time.monotonic()
-        r = post(url, "/predict", {"texts": ["a good film"]})
-        assert r.status_code == 200 and time.monotonic() - start < 30
-        for _ in range(100):  # the dropped requests leave the queue (bounded wait)
-            health = httpx.get(url + "/health", timeout=10).json()
-            if health["queued_items"] == 0 and health["accepted"] == health["answered"] + health["dropped"]:
-                break
-            time.sleep(0.1)
-        assert health["dropped"] >= 1 and health["queued_items"] == 0
+def test_a_client_that_disconnects_does_not_stall_the_others(patient_server):
+    url, _ = patient_server
+    port = int(url.rsplit(":", 1)[1])
+    body = json.dumps({"texts": ["gone before the answer"]}).encode()
+    for _ in range(3):  # clients that send a request and hang up at once
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    start = time.monotonic()
+    r = post(url, "/predict", {"texts": ["a good film"]})
+    assert r.status_code == 200 and time.monotonic() - start < 30
+    for _ in range(100):  # the dropped requests leave the queue (bounded wait)
+        health = httpx.get(url + "/health", timeout=10).json()
+        if health["queued_items"] == 0 and health["accepted"] == health["answered"] + health["dropped"]:
+            break
+        time.sleep(0.1)
+    assert health["dropped"] >= 1 and health["queued_items"] == 0
 
 
 # --- SIGTERM -------------------------------------------------------------------------------------------------------
