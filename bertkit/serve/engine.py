@@ -36,8 +36,9 @@ class Job:
 class Engine:
     def __init__(self, model: str, backend: str = "torch", precision: str = "auto", batch_size: int = 64,
                  embed_max_length: int = 512, allow_pickle: bool = False, threads: int | None = None):
-        """Build it on the thread that will run it (`model_thread`): torch's OpenMP threads belong to the thread
-        that starts them. `threads`: intra-op threads of torch / onnxruntime (None: their defaults)."""
+        """Build, warm up and run it on one thread (`bertkit serve` keeps a single model thread): torch's OpenMP
+        threads belong to the thread that starts them. `threads`: intra-op threads of torch / onnxruntime (None:
+        their defaults); `batch_size`: items per model batch inside a call."""
         from ..models import resolve_model
 
         self.model, self.backend, self.batch_size = model, backend, batch_size
@@ -176,7 +177,6 @@ class Engine:
             words, vectors = answer
             return {"words": words, "vectors": vectors}  # a numpy array: made a JSON list off the model thread
         return answer
-
 
 
 def _locate(e: BertkitError) -> tuple[str, str]:
