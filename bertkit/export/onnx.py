@@ -31,9 +31,11 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +76,18 @@ class Features(torch.nn.Module):
         return tuple(hidden[k] for k in self.layers)
 
 
+@contextmanager
+def quiet(logger: str):
+    """Only errors from `logger` ("" = the root logger) inside the block; its level is restored after."""
+    log = logging.getLogger(logger or None)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _inputs(tokenizer, texts: list[str], names: list[str]) -> dict[str, torch.Tensor]:
     enc = tokenizer(texts, padding=True, return_tensors="pt")  # [batch, sequence], the first row padded
     return {n: enc[n] if n in enc else torch.zeros_like(enc["input_ids"]) for n in names}
@@ -81,14 +95,12 @@ def _inputs(tokenizer, texts: list[str], names: list[str]) -> dict[str, torch.Te
 
 def export_graph(module: torch.nn.Module, path: Path, example: dict, output_names: list[str]) -> None:
     """`module` → ONNX at `path`, batch and sequence dynamic on every input."""
-    import logging
     import warnings
 
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     names = list(example)
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # e.g. "torchvision is not installed"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the exporter's deprecation and axis-naming notes
+    with quiet("torch.onnx"), warnings.catch_warnings():  # "torchvision is not installed", axis-naming notes
+        warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), tuple(example.values()), str(path), dynamo=True, opset_version=OPSET,
                           input_names=names, output_names=output_names, external_data=False, verbose=False,
                           dynamic_shapes={n: {0: batch, 1: sequence} for n in names})
@@ -108,13 +120,11 @@ def check_graph(module: torch.nn.Module, path: Path, inputs: dict) -> float:
 def quantize_int8(path: Path, per_channel: bool = True) -> None:
     """Dynamic int8 quantisation of `path`, in place: int8 weights with a scale per output channel (or one per
     tensor), activations quantised per batch at run time."""
-    import logging
-
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     out = path.with_suffix(".int8.onnx")
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing hint
-    quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8, per_channel=per_channel)
+    with quiet(""):  # its hint to pre-process, logged on the root logger
+        quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8, per_channel=per_channel)
     out.replace(path)
 
 
