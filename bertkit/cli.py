@@ -7,10 +7,10 @@ import os
 import sys
 
 from . import __version__
-from .commands import evaluate, extract, finetune, predict, probe, recipes
+from .commands import evaluate, export, extract, finetune, predict, probe, recipes, serve
 from .errors import EXIT_USER_ERROR, BertkitError
 
-COMMANDS = [finetune, evaluate, predict, extract, probe, recipes]
+COMMANDS = [finetune, evaluate, predict, extract, probe, serve, export, recipes]
 
 
 def build_parser() -> argparse.ArgumentParser:

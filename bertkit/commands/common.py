@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import BertkitError
+
 
 def add_inference_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a fine-tuned run folder (or any Hugging Face checkpoint)")
@@ -13,12 +15,23 @@ def add_inference_flags(p: argparse.ArgumentParser) -> None:
                         "(fp16 on older GPUs)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="also load pickle (.bin) weights; only for checkpoints you trust")
+    p.add_argument("--backend", default="torch", choices=["torch", "onnx"],
+                   help="onnx: run a `bertkit export` folder (--model) with ONNX Runtime on CPU (default torch)")
 
 
 def load_for_inference(args):
-    """The adapter matching the checkpoint's head, on the best device, with its resolved precision."""
+    """The adapter matching the checkpoint's head, on the best device, with its resolved precision; with
+    `--backend onnx`, the export's adapter answering through ONNX Runtime, and the export's precision."""
     from ..device import choose_precision, default_device
     from ..tasks import adapter_for_checkpoint
+
+    if getattr(args, "backend", "torch") == "onnx":
+        from ..export.runtime import load_onnx_adapter, read_export
+
+        if args.precision not in ("auto", "fp32"):
+            raise BertkitError(f"--precision {args.precision} is for the torch backend; an ONNX export runs as it "
+                               "was exported (fp32, or int8 with bertkit export --quantize int8)")
+        return load_onnx_adapter(args.model), read_export(args.model)["precision"]
 
     adapter = adapter_for_checkpoint(args.model, allow_pickle=args.allow_pickle)
     device = default_device()

@@ -23,7 +23,10 @@ def run(args: argparse.Namespace) -> int:
     adapter, precision = load_for_inference(args)
     examples = type(adapter).load_split(cfg, args.split, adapter.label_names, file=args.file)
     features = adapter.encode(examples)
-    outputs = forward_all(adapter, features, args.batch_size, precision, progress=True)
+    if adapter.runner is not None:  # --backend onnx
+        outputs = adapter.infer(features, args.batch_size, precision)
+    else:
+        outputs = forward_all(adapter, features, args.batch_size, precision, progress=True)
     hooks = resolve_metrics(cfg.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
     metrics, _ = adapter.score(outputs, examples, features, hooks)
     split = Path(args.file).stem if args.file else args.split

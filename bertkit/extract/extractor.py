@@ -11,6 +11,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from transformers import AutoModel
@@ -19,7 +21,7 @@ from ..batching import sorted_batches
 from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
 from ..models import load_pretrained, load_tokenizer
-from .layers import combine_layers, parse_layers, pool_pieces
+from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
 
 
 class SentenceError(BertkitError):
@@ -31,24 +33,55 @@ class SentenceError(BertkitError):
 
 
 class FeatureExtractor:
-    """Frozen BERT → hidden states of `layers` → `combine` → `pool`. Inputs are lists of words (pre-tokenised)."""
+    """Frozen BERT → hidden states of `layers` → `combine` → `pool`. Inputs are lists of words (pre-tokenised).
 
-    def __init__(self, model: str, layers: str = "last4", combine: str = "concat", pool: str = "mean",
-                 precision: str = "auto", batch_size: int = 64, max_length: int = 512, device: str | None = None):
-        self.model = load_pretrained(AutoModel, model).eval()
-        self.tokenizer = load_tokenizer(model)
+    `model` is a checkpoint name, or an already loaded base model (e.g. a fine-tuned run's `model.base_model`)
+    given with its `tokenizer`. `hidden_states` is the only step that runs the model: the ONNX Runtime extractor
+    (`bertkit.export.runtime.OnnxFeatureExtractor`) replaces just that.
+    """
+
+    def __init__(self, model, layers: str = "last4", combine: str = "concat", pool: str = "mean",
+                 precision: str = "auto", batch_size: int = 64, max_length: int = 512, device: str | None = None,
+                 tokenizer=None):
+        if isinstance(model, str):
+            self.model, self.tokenizer = load_pretrained(AutoModel, model), load_tokenizer(model)
+        elif tokenizer is None:
+            raise BertkitError("FeatureExtractor: a loaded model needs its tokenizer")
+        else:
+            self.model, self.tokenizer = model, tokenizer
+        self.model.eval()
+        self.config = self.model.config
         self.device = torch.device(device) if device else default_device()
         self.model.to(self.device)
         self.precision = choose_precision(precision, self.device).precision
-        self.layers = parse_layers(layers, self.model.config.num_hidden_layers)
-        combine_layers(torch.zeros(1, 1, 1), combine)  # validate the modes early
-        pool_pieces(torch.zeros(2, 1), [None, 0], 1, pool)
-        self.combine, self.pool, self.batch_size, self.max_length = combine, pool, batch_size, max_length
+        self.batch_size, self.max_length = batch_size, max_length
+        self.configure(layers, combine, pool)
+
+    def configure(self, layers: str, combine: str, pool: str):
+        """Set (and check) which layers, how they are combined and how pieces are pooled; returns self."""
+        self.layers = parse_layers(layers, self.config.num_hidden_layers)
+        if combine not in COMBINE:
+            raise BertkitError(f"--combine {combine!r}: expected one of {', '.join(COMBINE)}")
+        if pool not in POOL:
+            raise BertkitError(f"--pool {pool!r}: expected one of {', '.join(POOL)}")
+        self.combine, self.pool = combine, pool
+        return self
+
+    def with_settings(self, layers: str, combine: str, pool: str) -> FeatureExtractor:
+        """A copy sharing the model, with other layers / combine / pool (e.g. per request of a server)."""
+        return copy.copy(self).configure(layers, combine, pool)
 
     @property
     def dim(self) -> int:
-        h = self.model.config.hidden_size
+        h = self.config.hidden_size
         return h * len(self.layers) if self.combine == "concat" else h
+
+    def hidden_states(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The chosen layers of a padded batch: [layers, batch, pieces, H], float32."""
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with autocast(self.precision, self.device):
+            hidden = self.model(**batch, output_hidden_states=True).hidden_states  # L+1 × [batch, pieces, H]
+        return torch.stack([hidden[i] for i in self.layers]).float()
 
     def encode(self, sentences: list[list[str]]):
         return self.tokenizer(sentences, is_split_into_words=True, truncation=False)
@@ -69,12 +102,12 @@ class FeatureExtractor:
         out: list = [None] * len(sentences)
         for idx in sorted_batches(lengths, self.batch_size):  # similar lengths together; order restored below
             batch = self.tokenizer.pad({"input_ids": [enc["input_ids"][i] for i in idx]}, return_tensors="pt")
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            with autocast(self.precision, self.device):
-                hidden = self.model(**batch, output_hidden_states=True).hidden_states  # L+1 × [batch, pieces, H]
-            chosen = torch.stack([hidden[i] for i in self.layers]).float()  # [layers, batch, pieces, H]
+            chosen = self.hidden_states(batch)  # [layers, batch, pieces, H]
             for j, i in enumerate(idx):
                 vectors = combine_layers(chosen[:, j, : lengths[i]], self.combine)  # [pieces, (layers,) dim]
-                pooled = pool_pieces(vectors, enc.word_ids(i), len(sentences[i]), self.pool)
+                try:
+                    pooled = pool_pieces(vectors, enc.word_ids(i), len(sentences[i]), self.pool)
+                except BertkitError as e:  # e.g. a word of characters the tokenizer drops
+                    raise SentenceError(i, str(e)) from None
                 out[i] = pooled.cpu().numpy().astype(dtype, copy=False)
         return out

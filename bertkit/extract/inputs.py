@@ -27,6 +27,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield n, text.rstrip("\r\n")
 
 
+def split_text(text: str, tokenizer=None) -> list[str]:
+    """Raw text → words as `bertkit extract` reads a text line: the tokenizer's own pre-tokenizer (white space and
+    punctuation, as BERT sees them), or white space without a tokenizer."""
+    pre = tokenizer.backend_tokenizer.pre_tokenizer if tokenizer is not None else None
+    return text.split() if pre is None else [w for w, _ in pre.pre_tokenize_str(text)]
+
+
 def detect_format(path: Path) -> str:
     if path.suffix.lower() in (".jsonl", ".json"):
         return "jsonl"
@@ -51,7 +58,6 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
                 yield count, words, start
                 count, words, start = count + 1, [], None
     else:
-        pre = tokenizer.backend_tokenizer.pre_tokenizer if tokenizer is not None else None
         for n, line in _lines(path):
             if fmt == "jsonl":
                 if not line.strip():
@@ -63,10 +69,7 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
             if not line.strip():
                 raise DataError("empty text (one sentence per line; remove blank lines)", file=path, line=n,
                                 field=text_field if fmt == "jsonl" else None)
-            if fmt == "pretokenized" or pre is None:
-                words = line.split()
-            else:
-                words = [w for w, _ in pre.pre_tokenize_str(line)]
+            words = line.split() if fmt == "pretokenized" else split_text(line, tokenizer)
             yield count, words, n
             count += 1
     if count == 0:

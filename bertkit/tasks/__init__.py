@@ -31,19 +31,29 @@ def get_adapter_class(name: str, problem_type: str | None = None) -> type[Adapte
     return ADAPTERS[name]
 
 
+def head_class(name: str) -> type[Adapter] | None:
+    """The adapter class of a local checkpoint's task head, from its config's architectures; None for a base model
+    (or a hub id). Loads nothing."""
+    path, local = resolve_model(name)
+    config = json.loads((Path(path) / "config.json").read_text()) if local else {}
+    for arch in config.get("architectures") or []:
+        for suffix, cls in HEADS.items():
+            if arch.endswith(suffix):  # a sequence classifier's problem_type picks regression or multi-label
+                return PROBLEM_TYPES.get(config.get("problem_type"), cls) if cls is SequenceClassification else cls
+    return None
+
+
 def adapter_class_for_checkpoint(name: str) -> tuple[type[Adapter], str]:
     """(adapter class, local path) of a fine-tuned checkpoint, from its config's architectures; loads nothing."""
     path, local = resolve_model(name)
     if not local:
         raise BertkitError(f"model folder not found: {name}")
-    config = json.loads((Path(path) / "config.json").read_text())
-    for arch in config.get("architectures") or []:
-        for suffix, cls in HEADS.items():
-            if arch.endswith(suffix):
-                return (PROBLEM_TYPES.get(config.get("problem_type"), cls) if cls is SequenceClassification
-                        else cls), path
-    raise BertkitError(f"{path} is not a fine-tuned checkpoint bertkit knows (architectures: "
-                       f"{config.get('architectures')}); expected one of: {', '.join('*' + s for s in HEADS)}")
+    cls = head_class(name)
+    if cls is None:
+        architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures")
+        raise BertkitError(f"{path} is not a fine-tuned checkpoint bertkit knows (architectures: {architectures}); "
+                           f"expected one of: {', '.join('*' + s for s in HEADS)}")
+    return cls, path
 
 
 def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
@@ -53,4 +63,4 @@ def adapter_for_checkpoint(name: str, allow_pickle: bool = False) -> Adapter:
 
 __all__ = ["ADAPTERS", "Adapter", "MultiLabelClassification", "QuestionAnswering", "SequenceClassification",
            "SequenceRegression", "TokenClassification", "adapter_class_for_checkpoint", "adapter_for_checkpoint",
-           "get_adapter_class"]
+           "get_adapter_class", "head_class"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import datasets
 import torch
 
+from ..inference import forward_all
 from ..models import load_pretrained, load_tokenizer, resolve_model
 from ..utils import atomic_path
 
@@ -39,6 +40,7 @@ class Adapter:
     label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
     default_max_length: int = 128  # word pieces per input when none is given (e.g. loading a run for predict)
     metric_builtins: dict | None = None  # metric name → evaluate module class; None: the classification built-ins
+    runner = None  # None: the torch model through `forward_all`; else a callable with its contract (ONNX Runtime)
 
     def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None):
         self.model, self.tokenizer = model, tokenizer
@@ -58,13 +60,8 @@ class Adapter:
         (one with the run's config.yaml) brings its own max length and settings unless they are given here,
         so evaluate and predict encode exactly as the run did (e.g. the same NER or QA windows)."""
         path, local = resolve_model(name)
-        run = Path(path) / "config.yaml"
-        if local and run.is_file():
-            from ..config import load_run_config
-
-            cfg = load_run_config(run)
-            max_length = max_length or cfg.max_length
-            options = {**cls.options_from_config(cfg), **options}
+        if local:
+            max_length, options = cls.run_settings(path, max_length, options)
         kwargs, old = {}, None
         if label_names:
             kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
@@ -82,6 +79,18 @@ class Adapter:
         adapter = cls(model, load_tokenizer(name), label_names, max_length, **options)
         adapter.source = name
         return adapter
+
+    @classmethod
+    def run_settings(cls, path, max_length: int | None = None, options: dict | None = None) -> tuple[int | None, dict]:
+        """(max length, adapter settings) of a bertkit run folder (one with the run's config.yaml), under the ones
+        given; a folder without config.yaml: those given."""
+        run = Path(path) / "config.yaml"
+        if not run.is_file():
+            return max_length, dict(options or {})
+        from ..config import load_run_config
+
+        cfg = load_run_config(run)
+        return max_length or cfg.max_length, {**cls.options_from_config(cfg), **(options or {})}
 
     @classmethod
     def options_from_config(cls, cfg) -> dict:
@@ -139,6 +148,12 @@ class Adapter:
         collator = getattr(self, "_collator", None)
         if collator is not None and hasattr(collator, "pad_to_multiple_of"):
             collator.pad_to_multiple_of = multiple
+
+    def infer(self, features: datasets.Dataset, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
+        """Model outputs for tokenised `features`, one dict per feature in input order (`forward_all`'s contract);
+        `predict` goes through here, so an adapter given another `runner` (an exported ONNX graph) answers the same
+        way from the same encoding and post-processing."""
+        return (self.runner or forward_all)(self, features, batch_size, precision)
 
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
         """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`.

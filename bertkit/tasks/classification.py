@@ -29,7 +29,6 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 from ..data.classification import load_classification_data, load_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
-from ..inference import forward_all
 from ..metrics import compute_metrics
 from .base import Adapter
 
@@ -214,5 +213,5 @@ class SequenceClassification(Adapter):
         """One prediction per text (notebook use), pooled over its windows when it has several; input order kept."""
         cols = {"text": list(texts), **({"text_pair": list(text_pairs)} if text_pairs is not None else {})}
         features = self.encode(datasets.Dataset.from_dict(cols))
-        outputs = forward_all(self, features, batch_size, precision)
+        outputs = self.infer(features, batch_size, precision)
         return [self._prediction(row, with_probs) for row in self.logits(outputs, features, len(texts))]

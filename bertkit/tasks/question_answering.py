@@ -35,7 +35,6 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
-from ..inference import forward_all
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..utils import write_json
@@ -260,7 +259,7 @@ class QuestionAnswering(Adapter):
                 raise BertkitError(f"question {i}: the question and the context must be non-empty text")
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})
         features = self.encode(examples)
-        outputs = forward_all(self, features, batch_size, precision)
+        outputs = self.infer(features, batch_size, precision)
         keys = ("answer", "score", "start", "end") + (("no_answer", "null_odds") if self.allow_no_answer else ()) \
             + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]

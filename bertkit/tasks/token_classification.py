@@ -36,7 +36,6 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 from ..data.conll import load_conll_data, load_conll_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
-from ..inference import forward_all
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
 from .base import Adapter
@@ -187,7 +186,7 @@ class TokenClassification(Adapter):
         docs = list(documents) if documents is not None else list(range(len(tokens)))
         features = self.encode(datasets.Dataset.from_dict({"tokens": tokens, "doc": docs}, features=datasets.Features(
             {"tokens": datasets.Sequence(datasets.Value("string")), "doc": datasets.Value("int64")})))
-        outputs = forward_all(self, features, batch_size, precision)
+        outputs = self.infer(features, batch_size, precision)
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
                 for s, sp, w, t in zip(sentences, spans, tokens, tags)]

@@ -1,0 +1,79 @@
+"""`bertkit serve --model RUN_DIR`: an HTTP server (FastAPI on uvicorn) with dynamic batching; see
+`bertkit/serve/app.py` for the endpoints and their errors."""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLE = """example:
+  bertkit serve --model runs/sst2 --port 8080
+  curl -s localhost:8080/predict -H 'content-type: application/json' -d '{"texts": ["a gripping, funny film"]}'
+  curl -s localhost:8080/embed -H 'content-type: application/json' \\
+      -d '{"texts": ["EU rejects German call"], "layers": "last4", "pool": "mean"}'
+  bertkit serve --model runs/sst2-onnx --backend onnx        # a `bertkit export` folder on ONNX Runtime
+endpoints: POST /predict (the run's task, as bertkit predict), POST /embed (as bertkit extract), GET /health,
+GET /metadata, GET /openapi.json (schema), GET /docs.
+"""
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    os.environ["BERTKIT_CACHE"] = "off"  # request batches are not worth caching to disk (and would fill it)
+    import datasets
+    import uvicorn
+
+    from ..errors import BertkitError
+    from ..serve.app import create_app
+    from ..serve.engine import Engine
+    from ..serve.schemas import Limits
+
+    for name, value in (("--max-batch", args.max_batch), ("--max-queue", args.max_queue),
+                        ("--max-items", args.max_items), ("--max-text-chars", args.max_text_chars),
+                        ("--max-body-bytes", args.max_body_bytes),
+                        ("--threads", args.threads or 1)):
+        if value < 1:
+            raise BertkitError(f"{name} must be at least 1 (got {value})")
+    if args.max_wait_ms < 0:
+        raise BertkitError(f"--max-wait-ms must be 0 or more (got {args.max_wait_ms})")
+    datasets.disable_progress_bars()
+    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    model_thread = ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")  # loads, warms up and runs the model
+    engine = model_thread.submit(Engine, args.model, backend=args.backend, precision=args.precision,
+                                 batch_size=args.max_batch, embed_max_length=args.embed_max_length,
+                                 allow_pickle=args.allow_pickle, threads=threads).result()
+    model_thread.submit(engine.warm_up).result()
+    app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
+                     max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                     executor=model_thread)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("serve", help="serve a run over HTTP (predict, embed) with dynamic batching",
+                              epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint (/embed only), or a "
+                                                  "`bertkit export` folder with --backend onnx")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--backend", default="torch", choices=["torch", "onnx"], help="torch, or onnx (ONNX Runtime)")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="torch backend: auto = bf16 where supported")
+    p.add_argument("--max-batch", type=int, default=64, help="items per model call (default 64)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="longest wait for a batch to fill after its first request arrives (default 5)")
+    p.add_argument("--max-queue", type=int, default=1024, help="items waiting before new requests get 429 "
+                                                               "(default 1024)")
+    p.add_argument("--max-items", type=int, default=256, help="items per request; more: 413 (default 256)")
+    p.add_argument("--max-text-chars", type=int, default=20_000, help="characters per text; more: 413")
+    p.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024, help="request body size; more: 413")
+    p.add_argument("--threads", type=int, help="intra-op threads of the model (default: cores - 1, at least 1: a core "
+                   "is left to the HTTP side; with every core the model's OpenMP threads spin against it)")
+    p.add_argument("--embed-max-length", type=int, default=512, help="/embed: longest sentence in word pieces")
+    p.add_argument("--allow-pickle", action="store_true", help="also load pickle weights (trusted checkpoints)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
+                   help="log every request (default off)")
+    p.set_defaults(func=run)

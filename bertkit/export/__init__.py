@@ -1,0 +1,1 @@
+"""Deployment formats: ONNX export (`onnx.py`) and running an export with ONNX Runtime (`runtime.py`)."""

@@ -1,0 +1,113 @@
+"""Dynamic batching for `bertkit serve`: requests that arrive together share one model call.
+
+Requests wait in a bounded queue (counted in items: texts, sentences, questions). One worker takes them in arrival
+order: as soon as `max_batch` items are waiting, or `max_wait` seconds after the oldest one arrived, it hands up to
+`max_batch` items (at least one whole request) to `run` on a single model thread, so the event loop keeps
+accepting, validating and answering while the model computes. Inside the call the items are sorted by length into
+model batches and answered in their own order (`Engine.run`). A full queue refuses a request at once
+(`QueueFull`, HTTP 429 with Retry-After) instead of letting latency grow without bound; a request whose client has
+gone is dropped from the queue before it costs any model time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+from .engine import Job
+
+
+class QueueFull(Exception):
+    def __init__(self, retry_after: int):
+        super().__init__(f"the queue is full; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Batcher:
+    def __init__(self, run, max_batch: int = 64, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
+        self.run, self.max_batch, self.max_wait, self.max_queue = run, max_batch, max_wait, max_queue
+        self.pending: deque[tuple[Job, asyncio.Future, float]] = deque()
+        self.queued = 0  # items waiting
+        self.arrived = asyncio.Event()
+        self.executor = executor or ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")
+        self.item_seconds = 0.01  # running estimate of model time per item, for Retry-After
+        self.stats = {"accepted": 0, "answered": 0, "dropped": 0, "refused": 0, "batches": 0, "items": 0,
+                      "model_seconds": 0.0}
+        self.task: asyncio.Task | None = None
+        self.busy = False  # a batch is on the model thread
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._work())
+
+    def submit(self, job: Job) -> asyncio.Future:
+        """Queue `job`; the future resolves to the job once it ran (its `result` or `error` set)."""
+        n = len(job.items)
+        if self.queued + n > self.max_queue:
+            self.stats["refused"] += 1
+            raise QueueFull(max(1, math.ceil((self.queued + n) * self.item_seconds)))
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append((job, future, time.monotonic()))
+        self.queued += n
+        self.stats["accepted"] += 1
+        self.arrived.set()
+        return future
+
+    async def _next_batch(self) -> list[tuple[Job, asyncio.Future]]:
+        while not self.pending:
+            self.arrived.clear()
+            await self.arrived.wait()
+        deadline = self.pending[0][2] + self.max_wait
+        while self.queued < self.max_batch and (left := deadline - time.monotonic()) > 0:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), left)
+            except asyncio.TimeoutError:
+                break
+        batch, items = [], 0
+        while self.pending and (not batch or items + len(self.pending[0][0].items) <= self.max_batch):
+            job, future, _ = self.pending.popleft()
+            self.queued -= len(job.items)
+            if future.cancelled():  # the client went away while it waited
+                self.stats["dropped"] += 1
+                continue
+            batch.append((job, future))
+            items += len(job.items)
+        return batch
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._next_batch()
+            if not batch:
+                continue
+            n = sum(len(job.items) for job, _ in batch)
+            start, self.busy = time.perf_counter(), True
+            try:
+                await loop.run_in_executor(self.executor, self.run, [job for job, _ in batch])
+            finally:
+                self.busy = False
+            seconds = time.perf_counter() - start
+            self.item_seconds = 0.8 * self.item_seconds + 0.2 * seconds / n
+            self.stats["model_seconds"] += seconds
+            self.stats["batches"] += 1
+            self.stats["items"] += n
+            for job, future in batch:
+                if not future.done():
+                    future.set_result(job)
+
+    async def close(self) -> None:
+        """Finish what is queued (the server has stopped taking requests), then stop the worker and its thread."""
+        for _ in range(6000):  # at most a minute: the server's own graceful shutdown waited for the requests
+            if not self.pending and not self.busy:
+                break
+            await asyncio.sleep(0.01)
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.executor.shutdown(wait=True)
