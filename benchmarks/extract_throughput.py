@@ -26,8 +26,9 @@ from transformers import AutoModel, pipeline  # noqa: E402
 
 from bertkit.batching import sorted_batches  # noqa: E402
 from bertkit.data.readers import read_rows  # noqa: E402
+from bertkit.device import autocast  # noqa: E402
 from bertkit.extract import FeatureExtractor  # noqa: E402
-from bertkit.models import autocast, load_tokenizer, resolve_model  # noqa: E402
+from bertkit.models import load_tokenizer, resolve_model  # noqa: E402
 
 
 def timed(fn) -> float:

@@ -24,9 +24,9 @@ os.environ["BERTKIT_CACHE"] = "off"  # tokenisation counts in predict's time, as
 import torch  # noqa: E402
 from onnx_setup import default_data_dir, dev_sentences, exports  # noqa: E402
 
+from bertkit.device import choose_precision  # noqa: E402
 from bertkit.export.runtime import OnnxFeatureExtractor, load_onnx_adapter  # noqa: E402
 from bertkit.extract import FeatureExtractor  # noqa: E402
-from bertkit.models import resolve_precision  # noqa: E402
 from bertkit.tasks import adapter_for_checkpoint  # noqa: E402
 from bertkit.utils import hardware  # noqa: E402
 
@@ -54,7 +54,7 @@ def main() -> None:
     words = [t.split() for t in texts]
     n, bs = len(texts), args.batch_size
     fp32, int8 = exports(args.model, args.exports or tempfile.mkdtemp(prefix="bertkit-onnx-"))
-    auto = resolve_precision("auto", torch.device("cpu"))
+    auto = choose_precision("auto", torch.device("cpu")).precision
 
     adapter = adapter_for_checkpoint(args.model)
     predict = {f"torch {p}": (lambda p=p: adapter.predict(texts, batch_size=bs, precision=p)) for p in ("fp32", auto)}

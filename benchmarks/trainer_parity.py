@@ -63,7 +63,6 @@ def run_bertkit(task: str, args, out: Path) -> dict:
 
 def trainer_seed(task: str, args, seed: int) -> dict:
     """One Trainer run with the recipe's resolved settings; the best epoch's metrics on the recipe's first split."""
-    import torch
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, matthews_corrcoef
     from transformers import (
@@ -75,7 +74,8 @@ def trainer_seed(task: str, args, seed: int) -> dict:
     )
 
     from bertkit.data import load_classification_data
-    from bertkit.models import load_tokenizer, resolve_model, resolve_precision
+    from bertkit.device import choose_precision, default_device
+    from bertkit.models import load_tokenizer, resolve_model
 
     t0 = time.perf_counter()
     cfg = recipe(task, args)
@@ -100,8 +100,8 @@ def trainer_seed(task: str, args, seed: int) -> dict:
         return {"mcc": float(matthews_corrcoef(p.label_ids, pred)), "accuracy": float(accuracy_score(p.label_ids,
                                                                                                       pred))}
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    precision = resolve_precision(cfg.precision, device)
+    device = default_device()
+    precision = choose_precision(cfg.precision, device).precision
     set_seed(seed)  # before the new head is initialised, as bertkit does
     model = AutoModelForSequenceClassification.from_pretrained(
         resolve_model(cfg.model)[0], num_labels=len(labels), id2label=dict(enumerate(labels)),
@@ -174,11 +174,10 @@ def main() -> None:
     parser.add_argument("--max-eval-samples", type=int, help="smoke tests only")
     parser.add_argument("--epochs", type=float, help="smoke tests only (default: the recipe's)")
     args = parser.parse_args()
-    import torch
 
-    from bertkit.models import resolve_precision
+    from bertkit.device import choose_precision, default_device
 
-    args.precision = resolve_precision(args.precision, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    args.precision = choose_precision(args.precision, default_device()).precision
     out = Path(args.output_dir)
     results = {}
     for task in args.tasks.split(","):

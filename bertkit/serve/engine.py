@@ -59,14 +59,14 @@ class Engine:
         else:
             import torch
 
+            from ..device import choose_precision, default_device
             from ..extract import FeatureExtractor
-            from ..models import resolve_precision
             from ..tasks import adapter_for_checkpoint, head_class
 
             if threads:
                 torch.set_num_threads(threads)
-            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-            self.precision = resolve_precision(precision, device)
+            device = default_device()
+            self.precision = choose_precision(precision, device).precision
             self.adapter = adapter_for_checkpoint(model, allow_pickle) if head_class(model) else None
             if self.adapter is not None:
                 self.adapter.model.to(device).eval()
