@@ -16,21 +16,27 @@ Notebook use:
 
 __version__ = "0.1.0"
 
-from .config import FinetuneConfig, load_recipe  # noqa: E402
-from .errors import BertkitError, DataError  # noqa: E402
-from .metrics import compute_metrics, resolve_metrics  # noqa: E402
-from .tasks import (  # noqa: E402
-    Adapter,
-    MultiLabelClassification,
-    QuestionAnswering,
-    SequenceClassification,
-    SequenceRegression,
-    TokenClassification,
-    adapter_for_checkpoint,
-)
-from .tasks.casing import casing_type_ids  # noqa: E402
-from .training import Trainer  # noqa: E402
+import importlib  # noqa: E402
 
-__all__ = ["Adapter", "BertkitError", "DataError", "FinetuneConfig", "MultiLabelClassification", "QuestionAnswering",
-           "SequenceClassification", "SequenceRegression", "TokenClassification", "Trainer", "adapter_for_checkpoint",
-           "casing_type_ids", "compute_metrics", "load_recipe", "resolve_metrics", "__version__"]
+# Public names, imported on first use: `import bertkit` (and `bertkit --help`) stays light; torch, transformers and
+# datasets load when a name that needs them is used.
+_PUBLIC = {
+    "FinetuneConfig": "config", "load_recipe": "config", "BertkitError": "errors", "DataError": "errors",
+    "compute_metrics": "metrics", "resolve_metrics": "metrics", "Adapter": "tasks",
+    "MultiLabelClassification": "tasks", "QuestionAnswering": "tasks", "SequenceClassification": "tasks",
+    "SequenceRegression": "tasks", "TokenClassification": "tasks", "adapter_for_checkpoint": "tasks",
+    "casing_type_ids": "tasks.casing", "Trainer": "training",
+}
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

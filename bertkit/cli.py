@@ -22,6 +22,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def reference(width: int = 100) -> str:
+    """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a test keeps it current)."""
+    import os
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        parser = build_parser()
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parts = ["# Command-line reference\n\nGenerated from the argparse definitions: "
+                 "`python -c \"from bertkit.cli import reference; print(reference(), end='')\" > docs/cli.md`.\n",
+                 f"## bertkit\n\n```\n{parser.format_help()}```\n"]
+        parts += [f"## bertkit {name}\n\n```\n{sub.format_help()}```\n" for name, sub in subparsers.choices.items()]
+        return "\n".join(parts)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
 def main(argv: list[str] | None = None) -> int:
     import shlex
 

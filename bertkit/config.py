@@ -173,6 +173,9 @@ class FinetuneConfig:
     early_stopping: int | None = _f(None, "Stop after N evaluations without improvement of the main metric.")
     metrics: list[str] = _f(["accuracy"], "Metrics: built-ins (accuracy, f1, mcc) or evaluate modules.")
     main_metric: str = _f("accuracy", "Metric that selects the best model.")
+    allow_hub_metrics: bool = _f(False, "Metrics: also accept names that are neither built in nor a local metric "
+                                        "script, and load them from the Hugging Face hub with evaluate.load (which "
+                                        "downloads the metric's code and runs it).")
     # where to write
     output_dir: str | None = _f(None, "Run folder (default: runs/<task>-<model>-<time>).")
     resume: bool = _f(False, "Resume from the latest good checkpoint in output_dir.")
@@ -181,6 +184,29 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# `bertkit finetune --help` lists the flags by concern, in this order (tests/test_cli_reference.py checks that every
+# field is in exactly one group).
+FLAG_GROUPS: dict[str, tuple[str, ...]] = {
+    "model": ("task", "adapter", "model", "model_overrides", "allow_pickle"),
+    "data": ("data_dir", "train_file", "validation_files", "test_file", "text_column", "text_pair_column",
+             "label_column", "label_names", "skip_labels", "columns", "delimiter", "quoting", "carve_eval",
+             "max_train_samples", "max_eval_samples", "hub_dataset", "hub_config", "hub_splits", "hub_columns",
+             "hub_revision"),
+    "optimisation": ("max_length", "batch_size", "grad_accum", "lr", "epochs", "max_steps", "warmup_ratio",
+                     "layer_lr_decay", "weight_decay", "max_grad_norm", "seed", "seeds", "dropout",
+                     "attention_dropout", "reinit_pooler", "freeze_word_embeddings"),
+    "evaluation": ("eval_every", "eval_batch_size", "metrics", "main_metric", "allow_hub_metrics", "early_stopping"),
+    "task-specific: sequence classification": ("problem_type", "label_delimiter", "threshold", "class_weights",
+                                               "doc_pooling", "doc_window_overlap"),
+    "task-specific: token classification (NER)": ("tag_column", "label_all_pieces", "ner_window_overlap",
+                                                  "ner_context", "ner_casing"),
+    "task-specific: question answering": ("window_overlap", "max_question_length", "max_answer_length", "n_best",
+                                          "train_answer", "skip_bad_examples", "allow_no_answer"),
+    "speed": ("precision", "group_by_length", "compile", "fast_dropout", "fused_qkv", "keep_heap"),
+    "output": ("output_dir", "resume", "save_every", "keep_checkpoints", "report_to"),
+}
 
 
 def _check_type(name: str, value, tp):
@@ -259,7 +285,31 @@ def apply(cfg: FinetuneConfig, values: dict, source: str) -> FinetuneConfig:
     return cfg
 
 
+# every built-in metric name of every adapter (bertkit/metrics; tests/test_metrics_batching.py keeps them equal)
+BUILTIN_METRICS = frozenset({
+    "accuracy", "f1", "mcc",  # sequence classification
+    "pearson", "spearman", "mse",  # regression
+    "micro_f1", "macro_f1", "subset_accuracy",  # multi-label
+    "precision", "recall", "per_type", "seqeval",  # NER (entity level; accuracy = tag accuracy)
+    "exact_match", "squad",  # SQuAD v1.1 (f1 too)
+    "squad_v2", "exact", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",
+    "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh",  # SQuAD 2.0
+})
+
+
+def check_metric_names(names, allow_hub: bool, source: str) -> None:
+    """Refuse a metric name that is neither built in nor a local metric script, unless hub metrics are allowed:
+    evaluate.load would download the metric's code from the hub and run it."""
+    for name in names:
+        if isinstance(name, str) and name not in BUILTIN_METRICS and not Path(name).exists() and not allow_hub:
+            raise BertkitError(f"{source}: 'metrics': {name!r} is not a built-in metric "
+                               f"({', '.join(sorted(BUILTIN_METRICS))}) nor a local metric script. A name from the "
+                               "Hugging Face hub would be downloaded "
+                               "and its code run: allow that with --allow-hub-metrics (allow_hub_metrics: true)")
+
+
 def _validate(cfg: FinetuneConfig, source: str) -> None:
+    check_metric_names(cfg.metrics, cfg.allow_hub_metrics, source)
     if cfg.eval_every != "epoch" and not (cfg.eval_every.isdigit() and int(cfg.eval_every) > 0):
         raise BertkitError(f"{source}: 'eval_every' must be 'epoch' or a positive number of steps")
     for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "max_question_length",

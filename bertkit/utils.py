@@ -11,9 +11,6 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-import torch
-
 
 @contextmanager
 def atomic_path(final: str | os.PathLike, is_dir: bool = False):
@@ -58,6 +55,9 @@ def append_jsonl(path, obj) -> None:
 
 
 def set_seed(seed: int) -> None:
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -94,6 +94,8 @@ def hardware() -> str:
                 break
     except OSError:
         pass
+    import torch
+
     desc = f"{cpu}, {os.cpu_count()} cores"
     if torch.cuda.is_available():
         desc += f", GPU {torch.cuda.get_device_name(0)}"

@@ -39,3 +39,46 @@ def test_sorted_batches_cover_everything_longest_first():
     lengths = [3, 9, 1, 9, 4]
     batches = sorted_batches(lengths, 2)
     assert [i for b in batches for i in b] == [1, 3, 4, 0, 2]
+
+
+def test_every_built_in_metric_name_is_known_to_the_config_check():
+    from bertkit.config import BUILTIN_METRICS
+    from bertkit.metrics import (
+        BUILTIN,
+        MULTI_LABEL_BUILTIN,
+        NER_BUILTIN,
+        REGRESSION_BUILTIN,
+        SQUAD_BUILTIN,
+        SQUAD_V2_BUILTIN,
+    )
+
+    tables = (BUILTIN, MULTI_LABEL_BUILTIN, NER_BUILTIN, REGRESSION_BUILTIN, SQUAD_BUILTIN, SQUAD_V2_BUILTIN)
+    assert BUILTIN_METRICS == {name for table in tables for name in table}
+
+
+def test_an_unknown_metric_name_in_a_recipe_is_refused_without_touching_the_network(tmp_path, monkeypatch, capsys):
+    import socket
+
+    import yaml
+
+    from bertkit.cli import main
+    from bertkit.config import RECIPES_DIR
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    attempts = []
+
+    def guard(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network access in a test")
+
+    monkeypatch.setattr(socket.socket, "connect", guard)
+    monkeypatch.setattr(socket, "create_connection", guard)
+    recipe = yaml.safe_load((RECIPES_DIR / "sst2.yaml").read_text())
+    recipe.update(metrics=["accuracy", "bleu"], main_metric="accuracy")
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    assert main(["finetune", str(path), "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: 'metrics': 'bleu' is not a built-in metric" in err and "--allow-hub-metrics" in err
+    assert attempts == [] and not (tmp_path / "run").exists()

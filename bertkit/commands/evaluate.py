@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
         outputs = adapter.infer(features, args.batch_size, precision)
     else:
         outputs = forward_all(adapter, features, args.batch_size, precision, progress=True)
-    hooks = resolve_metrics(cfg.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
+    hooks = resolve_metrics(cfg.metrics, builtins=adapter.metric_builtins, allow_hub=cfg.allow_hub_metrics,
+                            num_labels=len(adapter.label_names))
     metrics, _ = adapter.score(outputs, examples, features, hooks)
     split = Path(args.file).stem if args.file else args.split
     result = {"task": cfg.task, "split": split, "examples": len(examples), "precision": precision, **metrics}

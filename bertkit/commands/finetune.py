@@ -10,10 +10,8 @@ import time
 import typing
 from pathlib import Path
 
-from ..config import FinetuneConfig, load_recipe, recipe_names
+from ..config import FLAG_GROUPS, FinetuneConfig, load_recipe, recipe_names
 from ..errors import BertkitError
-from ..report import write_seed_report
-from ..utils import write_json
 
 EXAMPLE = """example:
   bertkit finetune sst2 --model minilm-l6 --epochs 1 --data-dir ../shared/data/sst2 --output-dir runs/sst2
@@ -25,22 +23,25 @@ EXAMPLE = """example:
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per FinetuneConfig field (--max-steps for max_steps); help text from the field metadata."""
+    """One flag per FinetuneConfig field (--max-steps for max_steps), grouped by concern (`FLAG_GROUPS`); help
+    text from the field metadata."""
     hints = typing.get_type_hints(FinetuneConfig)
-    for f in dataclasses.fields(FinetuneConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help = f.metadata.get("help", "")
-        if hints[f.name] is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help)
-            continue
-        tp = hints[f.name]
-        if typing.get_origin(tp) is dict:  # recipe-only (model_overrides)
-            continue
-        conv = {int: int, float: float}.get(tp) or {int | None: int, float | None: float}.get(tp, str)
-        if typing.get_origin(tp) is list:
-            help += " (comma-separated)"
-        parser.add_argument(flag, dest=f.name, type=conv, default=None, help=help,
-                            choices=f.metadata.get("choices"), metavar=None if f.metadata.get("choices") else "X")
+    fields = {f.name: f for f in dataclasses.fields(FinetuneConfig)}
+    for title, names in FLAG_GROUPS.items():
+        group = parser.add_argument_group(title)
+        for name in names:
+            f, tp = fields[name], hints[name]
+            flag, help = "--" + name.replace("_", "-"), f.metadata.get("help", "")
+            if tp is bool:
+                group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help)
+                continue
+            if typing.get_origin(tp) is dict:  # recipe-only (model_overrides)
+                continue
+            conv = {int: int, float: float}.get(tp) or {int | None: int, float | None: float}.get(tp, str)
+            if typing.get_origin(tp) is list:
+                help += " (comma-separated)"
+            group.add_argument(flag, dest=name, type=conv, default=None, help=help, choices=f.metadata.get("choices"),
+                               metavar=None if f.metadata.get("choices") else "X")
 
 
 def overrides_from(args: argparse.Namespace) -> dict:
@@ -109,6 +110,9 @@ def finetune(cfg: FinetuneConfig) -> dict | None:
         results[seed] = train_one(adapter_cls, seed_cfg, train, evals, test, label_names)
     if not launch.is_main_process():
         return None
+    from ..report import write_seed_report
+    from ..utils import write_json
+
     summary = summarize(results)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     write_json(out / "summary.json", summary)

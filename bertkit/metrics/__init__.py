@@ -7,7 +7,8 @@ A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolv
   names `exact`, `f1`, `best_f1`, ..., see `SQUAD_V2_BUILTIN`; regression: `pearson`, `spearman`, `mse`, see
   `REGRESSION_BUILTIN`; multi-label: `micro_f1`, `macro_f1`, `subset_accuracy`, see `MULTI_LABEL_BUILTIN`);
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
-- any other name, passed to `evaluate.load` (needs the hub or a local metric script path);
+- a local metric script's path, passed to `evaluate.load`; a hub metric's name only with `allow_hub=True`
+  (`--allow-hub-metrics`): evaluate.load downloads its code and runs it;
 - a callable `(predictions, references) -> dict`.
 
 Example:
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import evaluate
 
+from ..config import BUILTIN_METRICS, check_metric_names
 from ..errors import BertkitError
 from .classification import F1, Accuracy, MatthewsCorrelation
 from .multi_label import MULTI_LABEL_BUILTIN
@@ -43,8 +45,10 @@ def _from_module(module: evaluate.EvaluationModule, **kwargs) -> MetricHook:
     return lambda predictions, references: module.compute(predictions=predictions, references=references, **kwargs)
 
 
-def resolve_metric(spec, builtins: dict | None = None, **kwargs) -> MetricHook:
-    """A hook for `spec`. `kwargs` (e.g. num_labels) go to a built-in only if its `_compute` takes them."""
+def resolve_metric(spec, builtins: dict | None = None, allow_hub: bool = False, **kwargs) -> MetricHook:
+    """A hook for `spec`. `kwargs` (e.g. num_labels) go to a built-in only if its `_compute` takes them. A name that
+    is not built in must be a local metric script, or with `allow_hub` a hub metric (evaluate.load downloads and runs
+    its code)."""
     builtins = BUILTIN if builtins is None else builtins
     if isinstance(spec, str) and spec in builtins:
         module = builtins[spec]()
@@ -53,6 +57,9 @@ def resolve_metric(spec, builtins: dict | None = None, **kwargs) -> MetricHook:
     if isinstance(spec, evaluate.EvaluationModule):
         return _from_module(spec)
     if isinstance(spec, str):
+        if spec in BUILTIN_METRICS:
+            raise BertkitError(f"metric '{spec}' is not one of this task's ({', '.join(builtins)})")
+        check_metric_names([spec], allow_hub, "metric")
         try:
             return _from_module(evaluate.load(spec))
         except Exception as e:
@@ -63,8 +70,8 @@ def resolve_metric(spec, builtins: dict | None = None, **kwargs) -> MetricHook:
     raise BertkitError(f"a metric must be a name, an evaluate module or a callable, got {spec!r}")
 
 
-def resolve_metrics(specs, builtins: dict | None = None, **kwargs) -> list[MetricHook]:
-    return [resolve_metric(s, builtins, **kwargs) for s in specs]
+def resolve_metrics(specs, builtins: dict | None = None, allow_hub: bool = False, **kwargs) -> list[MetricHook]:
+    return [resolve_metric(s, builtins, allow_hub, **kwargs) for s in specs]
 
 
 def compute_metrics(hooks: list[MetricHook], predictions, references) -> dict[str, float]:

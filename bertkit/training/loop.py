@@ -58,7 +58,8 @@ class Trainer:
         self.cfg = dataclasses.replace(config, **adapter.run_fields())  # what is actually trained
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            config.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
+            config.metrics, builtins=adapter.metric_builtins, allow_hub=config.allow_hub_metrics,
+            num_labels=len(adapter.label_names))
         check_trackers(config.report_to)
         accelerator, choice = make_accelerator(config, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision

@@ -1,0 +1,7 @@
+"""`python -m bertkit ...` is the `bertkit` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
