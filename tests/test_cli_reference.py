@@ -50,3 +50,23 @@ def test_finetune_help_lists_flags_by_concern():
 def test_the_cli_reference_in_docs_is_current():
     assert (REPO / "docs" / "cli.md").read_text() == reference(), \
         "docs/cli.md is stale: regenerate it with the command at its top"
+
+
+def test_quickstart_reads_local_data_offline_else_the_hub_else_says_how(tmp_path):
+    import pytest
+
+    from bertkit.errors import BertkitError
+    from bertkit.quickstart import decide
+
+    from .conftest import write_sst2
+
+    unreachable, reachable = (lambda: False), (lambda: True)
+    write_sst2(tmp_path / "data" / "sst2", n_train=8, n_dev=4)
+    source, flags, env, _ = decide(str(tmp_path / "data"), unreachable)
+    assert source == "local" and flags == ["--data-dir", str(tmp_path / "data" / "sst2")]
+    assert env == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    for data_dir in (None, str(tmp_path / "elsewhere")):
+        source, flags, env, message = decide(data_dir, reachable)
+        assert source == "hub" and flags == [] and set(env.values()) == {""} and "nyu-mll/glue" in message
+        with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):
+            decide(data_dir, unreachable)
