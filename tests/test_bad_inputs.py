@@ -77,7 +77,7 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("extract_blank_line.txt", EXTRACT, "extract_blank_line.txt, line 2: empty text"),
     ("extract_missing_field.jsonl", EXTRACT, "line 1, field \"text\": missing text field"),
     ("extract_empty.txt", EXTRACT, "extract_empty.txt: file is empty"),
-    ("predict_latin1.txt", PREDICT, "predict_latin1.txt: not UTF-8 text"),
+    ("predict_latin1.txt", PREDICT, "predict_latin1.txt, line 1: not UTF-8 text"),  # the line: one reader now
     ("recipe_unknown_key.yaml", RECIPE, "unknown key 'learning_rate'"),
     ("recipe_wrong_type.yaml", RECIPE, "'batch_size' must be an integer"),
     ("recipe_not_mapping.yaml", RECIPE, "must be a mapping"),

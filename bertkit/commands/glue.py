@@ -50,16 +50,16 @@ def _offline() -> bool:
 
 def task_source(cfg) -> tuple[str | None, str]:
     """Where a task's data comes from: ('local' | 'carved' | 'hub' | None, a few words for the table)."""
-    from ..data.classification import _local_path, resolve_data_dir
+    from ..data.sources import local_path, resolve_data_dir
 
     data_dir = resolve_data_dir(cfg)
     if data_dir is None:
         if cfg.hub_dataset and not _offline():
             return "hub", f"hub {cfg.hub_dataset}/{cfg.hub_config}"
         return None, "no local data" + (" (hub offline)" if cfg.hub_dataset else "")
-    if _local_path(data_dir, cfg.train_file).is_file():
+    if local_path(data_dir, cfg.train_file).is_file():
         return "local", f"{data_dir}/{cfg.train_file}"
-    if cfg.validation_files and _local_path(data_dir, cfg.validation_files[0]).is_file():
+    if cfg.validation_files and local_path(data_dir, cfg.validation_files[0]).is_file():
         return "carved", f"{data_dir}/{cfg.validation_files[0]} carved"
     return None, f"{data_dir} has neither {cfg.train_file} nor {cfg.validation_files[0]}"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
@@ -28,25 +27,9 @@ def read_inputs(source: str, fmt: str, text_column: str | None, pair_column: str
     if fmt == "auto":
         fmt = "text" if source == "-" or Path(source).suffix.lower() in ("", ".txt") else "table"
     if fmt == "text":
-        name = "<stdin>" if source == "-" else source
-        if source == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise DataError("file not found", file=path)
-            try:
-                lines = path.read_text(encoding="utf-8-sig").splitlines()
-            except UnicodeDecodeError:
-                raise DataError("not UTF-8 text", file=path) from None
-        texts = []
-        for n, line in enumerate(lines, start=1):
-            if not line.strip():
-                raise DataError("empty text (one text per line; remove blank lines)", file=name, line=n)
-            texts.append(line.strip())
-        if not texts:
-            raise DataError("no input text", file=name)
-        return {"text": texts}
+        from ..data.readers import read_lines
+
+        return {"text": [line.strip() for _, line in read_lines(source, "text")]}
     if source == "-":
         raise BertkitError("reading a table from standard input is not supported; give a file")
     header = read_rows(Path(source))[0][1]

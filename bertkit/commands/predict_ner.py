@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
@@ -47,26 +46,15 @@ def reject_flags(args: argparse.Namespace) -> None:
                            f"(NER) checkpoints; {args.model} is a sequence classifier")
 
 
-def _lines(source: str) -> tuple[str, list[str]]:
-    if source == "-":
-        return "<stdin>", sys.stdin.read().splitlines()
-    path = Path(source)
-    if not path.is_file():
-        raise DataError("file not found", file=path)
-    try:
-        return source, path.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError:
-        raise DataError("not UTF-8 text", file=path) from None
-
-
 def _is_conll(source: str, fmt: str) -> bool:
     if fmt != "auto" or source == "-":
         return fmt == "conll"
     path = Path(source)
     if path.suffix.lower() in CONLL_SUFFIXES:
         return True
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        return f.readline().startswith("-DOCSTART-")
+    from ..data.readers import iter_lines
+
+    return next(iter_lines(path), (0, ""))[1].startswith("-DOCSTART-")
 
 
 def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, list | None, list | None]:
@@ -83,14 +71,9 @@ def read_ner_inputs(source: str, fmt: str, pretokenized: bool) -> tuple[list, li
             raise BertkitError("reading a CoNLL file from standard input is not supported; give a file")
         data = read_conll_file(source, tagged=None)
         return data["tokens"], data.get("tags"), data["docs"]
-    name, lines = _lines(source)
-    sentences = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise DataError("empty line (one sentence per line; remove blank lines)", file=name, line=n)
-        sentences.append(line.split() if pretokenized else line.strip())
-    if not sentences:
-        raise DataError("no input text", file=name)
+    from ..data.readers import read_lines
+
+    sentences = [line.split() if pretokenized else line.strip() for _, line in read_lines(source, "sentence")]
     return sentences, None, None
 
 

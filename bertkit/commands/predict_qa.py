@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-from ..data.readers import _text
+from ..data.readers import iter_jsonl, source_name
 from ..errors import DataError
 from .common import load_for_inference, write_output
 
@@ -32,19 +30,8 @@ EXAMPLE = """  echo '{"question": "Who won?", "context": "The Broncos won."}' \\
 
 def read_qa_inputs(source: str) -> list[dict]:
     """Rows {question, context, id?} of a JSONL file (or standard input for `-`), validated line by line."""
-    name = "<stdin>" if source == "-" else source
-    text = sys.stdin.read() if source == "-" else _text(Path(source))
-    rows = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise DataError(f"not valid JSON: {e.msg} (column {e.colno}); expected one object "
-                            '{"question": ..., "context": ...} per line', file=name, line=line) from None
-        if not isinstance(row, dict):
-            raise DataError("each line must be a JSON object with question and context", file=name, line=line)
+    name, rows = source_name(source), []
+    for line, row in iter_jsonl(source):
         for field in ("question", "context"):
             value = row.get(field)
             if not isinstance(value, str) or not value.strip():

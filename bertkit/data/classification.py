@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import read_rows
+from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
 
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
@@ -113,39 +113,6 @@ def read_options(cfg) -> dict:
                 delimiter=cfg.delimiter, quoting=cfg.quoting, columns=cfg.columns or None)
 
 
-def resolve_data_dir(cfg) -> Path | None:
-    """`cfg.data_dir`, else `$BERTKIT_DATA_DIR/<task>`; None when neither exists (then the hub is tried)."""
-    if cfg.data_dir:
-        path = Path(cfg.data_dir)
-        if not path.is_dir():
-            raise BertkitError(f"--data-dir {path} is not a folder")
-        return path
-    root = os.environ.get("BERTKIT_DATA_DIR")
-    if root and (Path(root) / cfg.task).is_dir():
-        return Path(root) / cfg.task
-    return None
-
-
-def _local_path(data_dir: Path | None, name: str) -> Path:
-    path = Path(name)
-    return path if path.is_absolute() or data_dir is None else data_dir / path
-
-
-def load_hub_splits(cfg, splits: list[str] | None = None) -> list[datasets.Dataset]:
-    """The recipe's hub dataset, one Dataset per split name (default `cfg.hub_splits`); a clear error offline."""
-    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-    how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
-           f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
-    if not cfg.hub_dataset:
-        raise BertkitError(how + ".")
-    if offline:
-        raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
-                                 "HF_DATASETS_OFFLINE is set.")
-    try:
-        return [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
-                for s in splits or cfg.hub_splits]
-    except Exception as e:  # connection errors come in many types
-        raise BertkitError(f"{how}; loading {cfg.hub_dataset} from the hub failed: {e}") from None
 
 
 def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
@@ -189,7 +156,7 @@ def carve(cfg, data, stem: str):
 
 def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> DataError:
     """The error for a missing training file; it names `--carve-eval` when a validation file is there."""
-    dev = _local_path(data_dir, cfg.validation_files[0]) if cfg.validation_files else None
+    dev = local_path(data_dir, cfg.validation_files[0]) if cfg.validation_files else None
     msg = "file not found (the training file)"
     if dev is not None and dev.is_file():
         msg += (f"; task '{cfg.task}' has only {dev.name} here. To train and measure on a split carved from it, add "
@@ -207,7 +174,7 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
         return train, evals, head_label_names(cfg)
     label_names = head_label_names(cfg)
     args = read_options(cfg)
-    train_path = _local_path(data_dir, source)
+    train_path = local_path(data_dir, source)
     if not train_path.is_file() and not cfg.carve_eval:
         raise _missing_train(cfg, train_path, data_dir)
     if not label_names and cfg.problem_type != REGRESSION:  # discover the label set from the training file
@@ -224,7 +191,7 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
     train = read_classification_file(train_path, **args, label_names=label_names, max_samples=cfg.max_train_samples)
     evals = {}
     for name in cfg.validation_files:
-        path = _local_path(data_dir, name)
+        path = local_path(data_dir, name)
         evals[path.stem] = datasets.Dataset.from_dict(
             read_classification_file(path, **args, label_names=label_names, max_samples=cfg.max_eval_samples))
     return datasets.Dataset.from_dict(train), evals, label_names
@@ -237,23 +204,6 @@ def head_label_names(cfg) -> list[str]:
             raise BertkitError(f"a regression head has one output; label_names {cfg.label_names} names more")
         return list(cfg.label_names) or ["score"]
     return list(cfg.label_names)
-
-
-def split_path(cfg, split: str) -> Path | None:
-    """The local file of a named split: the validation file whose stem is `split` ('dev'), or the test file
-    ('test'); None when there is no local data, so the hub split of that name is to be used."""
-    data_dir = resolve_data_dir(cfg)
-    names = {Path(f).stem: f for f in cfg.validation_files}
-    if cfg.test_file:
-        names.setdefault("test", cfg.test_file)
-    if data_dir is None and not Path(names.get(split, "")).is_absolute():
-        if split not in cfg.hub_splits and split not in names:
-            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
-        return None
-    if split not in names:
-        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
-                           "or pass --file")
-    return _local_path(data_dir, names[split])
 
 
 def load_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 
 from ..errors import BertkitError, DataError
-from .classification import _local_path, load_hub_splits, resolve_data_dir, split_path
-from .readers import _text
+from .readers import iter_lines
+from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
 
 TAG = re.compile(r"(?:O|[BI]-\S+)\Z")
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
@@ -70,6 +71,14 @@ def label_names_for(tag_lists) -> list[str]:
     return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
 
 
+def scan_conll(source) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every line of a CoNLL file, streamed: [] for a blank line (a sentence break); a
+    document line's first field is -DOCSTART-. Fields are separated by spaces or tabs."""
+    for n, line in iter_lines(source):
+        stripped = line.strip(" \t")
+        yield n, SEPARATOR.split(stripped) if stripped else []
+
+
 def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = None, max_samples: int | None = None,
                     tagged: bool | None = True) -> dict:
     """Read and validate one CoNLL file. Returns {tokens, tags, docs, scheme, converted}: lists of sentences, of
@@ -100,9 +109,9 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
         word_tags.clear()
         tag_lines.clear()
 
-    for n, line in enumerate(_text(path).splitlines(), start=1):
-        stripped = line.strip(" \t")
-        fields = SEPARATOR.split(stripped) if stripped else []
+    blank = True
+    for n, fields in scan_conll(path):
+        blank = blank and not fields
         if not fields or fields[0] == DOCSTART:
             end_sentence()
             if fields and tokens:  # a -DOCSTART- after sentences opens the next document
@@ -126,6 +135,8 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
             word_tags.append(tag)
             tag_lines.append(n)
     end_sentence()
+    if blank:
+        raise DataError("file is empty", file=path)
     if not tokens:
         raise DataError("no sentences (only blank or -DOCSTART- lines)", file=path)
     out = {"tokens": tokens[:max_samples] if max_samples is not None else tokens, "scheme": "IOB1" if changed else
@@ -162,7 +173,7 @@ def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
         return _from_hub(cfg)
     if cfg.label_names:
         _check_label_names(cfg.label_names, "label_names")
-    train_path = _local_path(data_dir, cfg.train_file)
+    train_path = local_path(data_dir, cfg.train_file)
     train = read_conll_file(train_path, cfg.tag_column, cfg.label_names or None)
     _report(train_path, train)
     label_names = list(cfg.label_names) or label_names_for(train["tags"])
@@ -170,7 +181,7 @@ def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
     for name in cfg.validation_files:
-        path = _local_path(data_dir, name)
+        path = local_path(data_dir, name)
         data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
         _report(path, data)
         evals[path.stem] = _dataset(data)

@@ -1,7 +1,10 @@
-"""Row readers for local files: GLUE-style TSV, CSV, JSONL and parquet.
+"""The one reader of every input format: lines (text, one item per line), JSONL, GLUE-style TSV, CSV and parquet
+(CoNLL files are read line by line through `iter_lines` too, in conll.py). Training, evaluate, predict, extract and
+probe all read through here, so the errors are the same everywhere.
 
-Each reader returns `(line_number, row_dict)` pairs so that every later error can name file, line and field; a row
-that spans several lines (a quoted text with line breaks) is numbered by the line it starts on.
+Each reader returns `(line_number, row)` pairs so that every later error can name file, line and field; a row
+that spans several lines (a quoted text with line breaks) is numbered by the line it starts on. `-` reads
+standard input where a command accepts it.
 GLUE TSVs are read with quoting off (they contain bare quote characters) and keep the literal text `null`/`NA`;
 a UTF-8 byte-order mark and CRLF line ends are accepted.
 
@@ -27,6 +30,7 @@ import io
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
@@ -126,6 +130,42 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
     return rows
 
 
+def source_name(source) -> str:
+    """How errors name an input: its path, or <stdin> for `-`."""
+    return "<stdin>" if str(source) == "-" else str(source)
+
+
+def iter_lines(source) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of a file, or of standard input for `-`, streamed: the line end removed, a
+    UTF-8 byte-order mark dropped; a byte that is not UTF-8 stops with the file and line."""
+    if str(source) == "-":
+        for n, line in enumerate(sys.stdin, start=1):
+            yield n, (line.lstrip("\ufeff") if n == 1 else line).rstrip("\r\n")
+        return
+    path = Path(source)
+    if not path.is_file():
+        raise DataError("file not found" if not path.exists() else "not a file", file=path)
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=path, line=n) from None
+            yield n, text.rstrip("\r\n")
+
+
+def read_lines(source, what: str = "text") -> list[tuple[int, str]]:
+    """The lines of a one-`what`-per-line input (a file or `-`); a blank line, or none at all, is an error."""
+    rows = []
+    for n, line in iter_lines(source):
+        if not line.strip():
+            raise DataError(f"empty text (one {what} per line; remove blank lines)", file=source_name(source), line=n)
+        rows.append((n, line))
+    if not rows:
+        raise DataError("file is empty" if str(source) != "-" else "no input text", file=source_name(source))
+    return rows
+
+
 def json_object(text: str, path, line: int) -> dict:
     """One JSONL line as an object, or a DataError naming file and line."""
     try:
@@ -137,11 +177,17 @@ def json_object(text: str, path, line: int) -> dict:
     return row
 
 
-def read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    rows = []
-    for line, text in enumerate(_text(path).splitlines(), start=1):
+def iter_jsonl(source) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of every non-blank line of a JSONL file, or of standard input for `-`, streamed."""
+    for n, text in iter_lines(source):
         if text.strip():
-            rows.append((line, json_object(text, path, line)))
+            yield n, json_object(text, source_name(source), n)
+
+
+def read_jsonl(source) -> list[tuple[int, dict]]:
+    rows = list(iter_jsonl(source))
+    if not rows:
+        raise DataError("file is empty" if str(source) != "-" else "no input", file=source_name(source))
     return rows
 
 

@@ -38,8 +38,8 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from ..metrics.squad import f1_score
-from .classification import _local_path, load_hub_splits, resolve_data_dir, split_path
 from .readers import _text
+from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
 
 logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
@@ -260,11 +260,11 @@ def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
     read = dict(skip_bad=cfg.skip_bad_examples, no_answer=cfg.allow_no_answer)
-    train, _ = read_squad_file(_local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
+    train, _ = read_squad_file(local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
     train = _train_answers(train, cfg.train_answer)
     evals = {}
     for name in cfg.validation_files:
-        path = _local_path(data_dir, name)
+        path = local_path(data_dir, name)
         evals[path.stem], _ = read_squad_file(path, max_samples=cfg.max_eval_samples, **read)
     return train, evals, []
 

@@ -9,22 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..data.readers import json_object
+from ..data.conll import DOCSTART, scan_conll
+from ..data.readers import iter_lines, json_object
 from ..errors import DataError
 
 FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl")
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    if not path.is_file():
-        raise DataError("file not found", file=path)
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise DataError("not UTF-8 text", file=path, line=n) from None
-            yield n, text.rstrip("\r\n")
 
 
 def split_text(text: str, tokenizer=None) -> list[str]:
@@ -37,7 +26,7 @@ def split_text(text: str, tokenizer=None) -> list[str]:
 def detect_format(path: Path) -> str:
     if path.suffix.lower() in (".jsonl", ".json"):
         return "jsonl"
-    for _, line in _lines(path):
+    for _, line in iter_lines(path):
         if line.strip():
             return "conll" if line.startswith("-DOCSTART-") or path.suffix.lower() == ".conll" else "text"
     raise DataError("file is empty", file=path)
@@ -48,17 +37,17 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
     if fmt == "auto":
         fmt = detect_format(path)
     count = 0
-    if fmt == "conll":
+    if fmt == "conll":  # the file's words one-to-one, a sentence per blank-line block
         words, start = [], None
-        for n, line in list(_lines(path)) + [(None, "")]:
-            if line.strip() and not line.startswith("-DOCSTART-"):
-                words.append(line.split()[0])
+        for n, fields in [*scan_conll(path), (None, [])]:
+            if fields and fields[0] != DOCSTART:
+                words.append(fields[0])
                 start = start or n
             elif words:
                 yield count, words, start
                 count, words, start = count + 1, [], None
     else:
-        for n, line in _lines(path):
+        for n, line in iter_lines(path):
             if fmt == "jsonl":
                 if not line.strip():
                     continue

@@ -1,0 +1,63 @@
+"""Where a task's data comes from: its local folder (`--data-dir`, else `$BERTKIT_DATA_DIR/<task>`), a named split's
+file in it, or, with no local files, the recipe's hub dataset (the one hub loader of every task)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import BertkitError
+
+
+def resolve_data_dir(cfg) -> Path | None:
+    """`cfg.data_dir`, else `$BERTKIT_DATA_DIR/<task>`; None when neither exists (then the hub is tried)."""
+    if cfg.data_dir:
+        path = Path(cfg.data_dir)
+        if not path.is_dir():
+            raise BertkitError(f"--data-dir {path} is not a folder")
+        return path
+    root = os.environ.get("BERTKIT_DATA_DIR")
+    if root and (Path(root) / cfg.task).is_dir():
+        return Path(root) / cfg.task
+    return None
+
+
+def local_path(data_dir: Path | None, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() or data_dir is None else data_dir / path
+
+
+def load_hub_splits(cfg, splits: list[str] | None = None) -> list:
+    """The recipe's hub dataset, one Dataset per split name (default `cfg.hub_splits`); a clear error offline."""
+    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+    how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
+           f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
+    if not cfg.hub_dataset:
+        raise BertkitError(how + ".")
+    if offline:
+        raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
+                                 "HF_DATASETS_OFFLINE is set.")
+    try:
+        import datasets
+
+        return [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
+                for s in splits or cfg.hub_splits]
+    except Exception as e:  # connection errors come in many types
+        raise BertkitError(f"{how}; loading {cfg.hub_dataset} from the hub failed: {e}") from None
+
+
+def split_path(cfg, split: str) -> Path | None:
+    """The local file of a named split: the validation file whose stem is `split` ('dev'), or the test file
+    ('test'); None when there is no local data, so the hub split of that name is to be used."""
+    data_dir = resolve_data_dir(cfg)
+    names = {Path(f).stem: f for f in cfg.validation_files}
+    if cfg.test_file:
+        names.setdefault("test", cfg.test_file)
+    if data_dir is None and not Path(names.get(split, "")).is_absolute():
+        if split not in cfg.hub_splits and split not in names:
+            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+        return None
+    if split not in names:
+        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
+                           "or pass --file")
+    return local_path(data_dir, names[split])
