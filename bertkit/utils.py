@@ -66,15 +66,20 @@ def set_seed(seed: int) -> None:
 COMMAND = [""]  # the bertkit command line of this process, set by the CLI
 
 
-def package_versions() -> dict[str, str]:
-    names = ["bertkit", "torch", "transformers", "datasets", "evaluate", "accelerate", "scikit-learn",
-             "seqeval", "safetensors", "numpy", "tokenizers"]
+def versions(*names: str) -> dict[str, str]:
+    """{package: installed version, or 'not installed'}."""
     out = {}
     for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
+    return out
+
+
+def package_versions() -> dict[str, str]:
+    out = versions("bertkit", "torch", "transformers", "datasets", "evaluate", "accelerate", "scikit-learn",
+                   "seqeval", "safetensors", "numpy", "tokenizers")
     import platform
     import sys
 

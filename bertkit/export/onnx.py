@@ -43,8 +43,7 @@ import torch
 
 from ..errors import BertkitError
 from ..models import resolve_model
-from ..utils import atomic_path
-from .runtime import versions
+from ..utils import atomic_path, versions
 
 OPSET = 18
 SAMPLE = ["a short one", "and a somewhat longer example sentence to pad the first one against"]

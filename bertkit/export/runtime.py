@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -26,16 +25,6 @@ import torch
 from ..batching import sorted_batches, take_rows
 from ..errors import BertkitError
 from ..extract.extractor import FeatureExtractor
-
-
-def versions(*names: str) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def is_export(folder) -> bool:

@@ -13,19 +13,11 @@ Example:
 from __future__ import annotations
 
 import datasets
-import evaluate
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-_FEATURES = datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")})
+from .base import metric_base
 
-
-class _SklearnMetric(evaluate.Metric):
-    name_: str = ""
-    description_: str = ""
-
-    def _info(self):
-        return evaluate.MetricInfo(description=self.description_, citation="", inputs_description=(
-            "predictions and references: lists of class ids"), features=_FEATURES)
+_SklearnMetric = metric_base("predictions and references: lists of class ids", datasets.Value("int64"))
 
 
 class Accuracy(_SklearnMetric):

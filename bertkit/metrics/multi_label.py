@@ -15,36 +15,31 @@ Example:
 from __future__ import annotations
 
 import datasets
-import evaluate
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
-_FEATURES = datasets.Features({"predictions": datasets.Sequence(datasets.Value("int64")),
-                               "references": datasets.Sequence(datasets.Value("int64"))})
+from .base import metric_base
+
+_MultiLabelMetric = metric_base("predictions and references: one 0/1 list per example, one entry per label",
+                                datasets.Sequence(datasets.Value("int64")))
 
 
-class _MultiLabelMetric(evaluate.Metric):
-    description_ = ""
-
-    def _info(self):
-        return evaluate.MetricInfo(description=self.description_, citation="", inputs_description=(
-            "predictions and references: one 0/1 list per example, one entry per label"), features=_FEATURES)
+def _f1(predictions, references, average: str) -> float:
+    return float(f1_score(np.asarray(references), np.asarray(predictions), average=average, zero_division=0))
 
 
 class MicroF1(_MultiLabelMetric):
     description_ = "F1 over all (example, label) decisions (scikit-learn f1_score, average='micro')."
 
     def _compute(self, predictions, references):
-        return {"micro_f1": float(f1_score(np.asarray(references), np.asarray(predictions), average="micro",
-                                           zero_division=0))}
+        return {"micro_f1": _f1(predictions, references, "micro")}
 
 
 class MacroF1(_MultiLabelMetric):
     description_ = "Mean of the per-label F1s (scikit-learn f1_score, average='macro')."
 
     def _compute(self, predictions, references):
-        return {"macro_f1": float(f1_score(np.asarray(references), np.asarray(predictions), average="macro",
-                                           zero_division=0))}
+        return {"macro_f1": _f1(predictions, references, "macro")}
 
 
 class SubsetAccuracy(_MultiLabelMetric):

@@ -19,19 +19,12 @@ Example:
 from __future__ import annotations
 
 import datasets
-import evaluate
 from seqeval.metrics.sequence_labeling import accuracy_score, get_entities, precision_recall_fscore_support
 
-_FEATURES = datasets.Features({"predictions": datasets.Sequence(datasets.Value("string")),
-                               "references": datasets.Sequence(datasets.Value("string"))})
+from .base import metric_base
 
-
-class _SeqevalMetric(evaluate.Metric):
-    description_ = ""
-
-    def _info(self):
-        return evaluate.MetricInfo(description=self.description_, citation="", features=_FEATURES,
-                                   inputs_description="predictions and references: lists of sentences of tag strings")
+_SeqevalMetric = metric_base("predictions and references: lists of sentences of tag strings",
+                             datasets.Sequence(datasets.Value("string")))
 
 
 def _micro(predictions, references) -> dict[str, float]:
@@ -54,25 +47,23 @@ class EntityScores(_SeqevalMetric):
         return {**_micro(predictions, references), "per_type": _per_type(predictions, references)}
 
 
-class EntityPrecision(_SeqevalMetric):
-    description_ = "Correct predicted entities / predicted entities (conlleval's precision, as a fraction)."
+class _MicroScore(_SeqevalMetric):
+    key = ""  # precision, recall or f1
 
     def _compute(self, predictions, references):
-        return {"precision": _micro(predictions, references)["precision"]}
+        return {self.key: _micro(predictions, references)[self.key]}
 
 
-class EntityRecall(_SeqevalMetric):
-    description_ = "Correct predicted entities / gold entities (conlleval's recall, as a fraction)."
-
-    def _compute(self, predictions, references):
-        return {"recall": _micro(predictions, references)["recall"]}
+class EntityPrecision(_MicroScore):
+    key, description_ = "precision", "Correct predicted entities / predicted entities (conlleval's, as a fraction)."
 
 
-class EntityF1(_SeqevalMetric):
-    description_ = "Harmonic mean of entity precision and recall (conlleval's FB1, as a fraction)."
+class EntityRecall(_MicroScore):
+    key, description_ = "recall", "Correct predicted entities / gold entities (conlleval's recall, as a fraction)."
 
-    def _compute(self, predictions, references):
-        return {"f1": _micro(predictions, references)["f1"]}
+
+class EntityF1(_MicroScore):
+    key, description_ = "f1", "Harmonic mean of entity precision and recall (conlleval's FB1, as a fraction)."
 
 
 class EntityTypes(_SeqevalMetric):

@@ -3,30 +3,17 @@
 Pearson and Spearman are scipy's `pearsonr` / `spearmanr` (GLUE's own scoring); where either side is constant the
 correlation is undefined and reported as 0 (as scikit-learn's Matthews correlation does), so a model that predicts
 one value everywhere never counts as the best checkpoint by accident of a NaN.
-
-Example:
-```python
->>> Spearman().compute(predictions=[0.1, 0.4, 0.3], references=[1.0, 5.0, 4.0])
-{'spearman': 1.0}
-```
 """
 
 from __future__ import annotations
 
 import datasets
-import evaluate
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-_FEATURES = datasets.Features({"predictions": datasets.Value("float64"), "references": datasets.Value("float64")})
+from .base import metric_base
 
-
-class _RegressionMetric(evaluate.Metric):
-    description_ = ""
-
-    def _info(self):
-        return evaluate.MetricInfo(description=self.description_, citation="", inputs_description=(
-            "predictions and references: lists of numbers"), features=_FEATURES)
+_RegressionMetric = metric_base("predictions and references: lists of numbers", datasets.Value("float64"))
 
 
 def _correlation(fn, predictions, references) -> float:
@@ -44,6 +31,13 @@ class Pearson(_RegressionMetric):
 
 
 class Spearman(_RegressionMetric):
+    """Example:
+    ```python
+    >>> Spearman().compute(predictions=[0.1, 0.4, 0.3], references=[1.0, 5.0, 4.0])
+    {'spearman': 1.0}
+    ```
+    """
+
     description_ = "Spearman rank correlation (scipy.stats.spearmanr), GLUE's STS-B metric; 0 if one is constant."
 
     def _compute(self, predictions, references):

@@ -87,7 +87,7 @@ class Engine:
 
     def metadata(self) -> dict:
         from .. import __version__
-        from ..export.runtime import versions
+        from ..utils import versions
 
         meta = {"model": self.model, "backend": self.backend, "task": self.task, "precision": self.precision,
                 "endpoints": (["/predict"] if self.adapter else []) + (["/embed"] if self.extractor else [])}

@@ -110,16 +110,19 @@ class Adapter:
                                    allow_pickle=cfg.allow_pickle, **cls.options_from_config(cfg))
 
     # --- to implement per task -------------------------------------------------------------------
+    data_loader = None  # staticmethod(cfg) -> (train examples, {eval name: examples}, label names)
+    split_loader = None  # staticmethod(cfg, split, label_names, file) -> examples of one labelled split
+
     @classmethod
     def load_data(cls, cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
         """Read and validate the recipe's data: (train examples, {eval name: examples}, label names).
         Called before anything is written, so bad input leaves no run folder behind."""
-        raise NotImplementedError
+        return cls.data_loader(cfg)
 
     @classmethod
     def load_split(cls, cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
         """One labelled split by name ('dev', 'test', a validation file's stem) or an explicit file."""
-        raise NotImplementedError
+        return cls.split_loader(cfg, split, label_names, file)
 
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         raise NotImplementedError

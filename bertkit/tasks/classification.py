@@ -87,6 +87,7 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
 
 class SequenceClassification(Adapter):
     name = "sequence-classification"
+    data_loader, split_loader = staticmethod(load_classification_data), staticmethod(load_split)
     auto_model_class = AutoModelForSequenceClassification
     problem_type = "single_label_classification"  # Hugging Face's name, saved in the checkpoint's config
 
@@ -118,13 +119,6 @@ class SequenceClassification(Adapter):
                 "doc_window_overlap": self.window_overlap, "class_weights": self.class_weights,
                 "threshold": self.threshold}
 
-    @classmethod
-    def load_data(cls, cfg):
-        return load_classification_data(cfg)
-
-    @classmethod
-    def load_split(cls, cfg, split, label_names, file=None):
-        return load_split(cfg, split, label_names, file)
 
     # --- what differs between heads (regression.py and multi_label.py override these) --------------------------
     def _target(self, label):

@@ -63,6 +63,7 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
 
 class TokenClassification(Adapter):
     name = "token-classification"
+    data_loader, split_loader = staticmethod(load_conll_data), staticmethod(load_conll_split)
     auto_model_class = AutoModelForTokenClassification
     sequence_outputs = ("logits",)  # [length, num_labels] per feature
     metric_builtins = NER_BUILTIN
@@ -103,13 +104,6 @@ class TokenClassification(Adapter):
         return {**super().run_fields(), "label_all_pieces": self.label_all_pieces,
                 "ner_window_overlap": self.window_overlap, "ner_context": self.context, "ner_casing": self.casing}
 
-    @classmethod
-    def load_data(cls, cfg):
-        return load_conll_data(cfg)
-
-    @classmethod
-    def load_split(cls, cfg, split, label_names, file=None):
-        return load_conll_split(cfg, split, label_names, file)
 
     # --- features -----------------------------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
