@@ -8,7 +8,7 @@ export BERTKIT_DATA_DIR
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Quickstart: packaged MiniLM, one epoch of SST-2 (local files offline, else the hub's GLUE copy), dev accuracy.
 
-.PHONY: setup test quickstart bench lint clean
+.PHONY: setup test quickstart bench bench-deploy lint clean
 
 setup: $(VENV)/.installed
 
@@ -26,26 +26,20 @@ test: setup
 quickstart: setup
 	$(BIN)/python -m bertkit.quickstart --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
 
-# Speed benchmarks (issue 7): real SST-2 + packaged MiniLM, one configuration at a time; about 75 min on 2 cores.
+# The benchmark suite (docs/speed.md): real SST-2 + packaged MiniLM, one configuration at a time; about 90 min on
+# 2 cores. serve and ONNX benchmarks need a fine-tuned run: make bench-deploy RUN=runs/quickstart-...
 bench: setup
-	@if [ -z "$(BERTKIT_DATA_DIR)" ] || [ ! -d "$(BERTKIT_DATA_DIR)/sst2" ]; then \
-	  echo "No SST-2 data found. Set BERTKIT_DATA_DIR to a folder holding sst2/train.tsv and sst2/dev.tsv"; exit 2; fi
-	$(OFFLINE) $(BIN)/python benchmarks/train_throughput.py --steps 300
+	$(OFFLINE) $(BIN)/python benchmarks/train_throughput.py --steps 300 --repeats 2
 	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250
-	$(OFFLINE) $(BIN)/python benchmarks/time_to_accuracy.py --eval-every 250 -- --epochs 0.75
-	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --batch-size 64 --repeats 3
-	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --task mnli
-	$(OFFLINE) $(BIN)/python benchmarks/step_costs.py --steps 300
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
-	$(OFFLINE) $(BIN)/python benchmarks/feature_cache.py
-	$(OFFLINE) $(BIN)/python benchmarks/batch_fetch.py
-	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant freeze-word-embeddings --batch-size 64 --blocks 12
-	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant unfused-qkv --batch-size 64 --blocks 12
-	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant mmap-malloc --batch-size 64 --blocks 12
-	$(OFFLINE) $(BIN)/python benchmarks/heap_ab.py --rounds 4 --steps 130
-	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --variant no-dropout --batch-size 64 --blocks 12
-	$(OFFLINE) $(BIN)/python benchmarks/attention_paths.py
+	for s in fast_dropout fused_qkv keep_heap; do for p in fp32 bf16; do \
+	  $(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --speedup $$s --precision $$p || exit 1; done; done
+
+bench-deploy: setup
+	$(OFFLINE) $(BIN)/python benchmarks/int8_accuracy.py --model $(RUN) --exports $(RUN)-exports
+	$(OFFLINE) $(BIN)/python benchmarks/onnx_speed.py --model $(RUN) --exports $(RUN)-exports --repeats 3
+	$(OFFLINE) $(BIN)/python benchmarks/serve_throughput.py --model $(RUN) --requests 2000
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks
