@@ -34,13 +34,14 @@ def vocab_path() -> Path:
     return Path(resolve_model("minilm-l6")[0]) / "vocab.txt"
 
 
-def make_tiny_bert(directory: Path, seed: int = 0) -> Path:
-    """A 2-layer, 32-wide random BertModel saved with the real uncased vocabulary (a 'pretrained' base)."""
+def make_tiny_bert(directory: Path, seed: int = 0, layers: int = 2) -> Path:
+    """A 2-layer (or `layers`), 32-wide random BertModel saved with the real uncased vocabulary (a 'pretrained'
+    base)."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=512)
     BertModel(config).save_pretrained(directory)
     BertTokenizerFast(vocab=str(vocab_path()), do_lower_case=True).save_pretrained(directory)
