@@ -128,18 +128,16 @@ class FinetuneConfig:
     max_grad_norm: float = _f(1.0, "Gradient clipping norm.")
     seed: int = _f(42, "Random seed (data order, dropout, classifier init).")
     seeds: list[int] = _f([], "Run once per seed (into <output_dir>/seed-N) and summarise mean ± std.")
-    precision: str = _f("auto", "auto, fp32, bf16 or fp16; auto picks bf16 where supported, else fp16 on GPU.",
+    precision: str = _f("auto", "auto, fp32, bf16 or fp16. auto: bf16 on GPUs that compute it natively (compute "
+                                "capability 8.0+), fp16 on older ones; on a CPU bf16 only with native bf16 "
+                                "(avx512_bf16, AMX) measured faster than fp32, else fp32 (docs/scaling.md).",
                         choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = _f(True, "Batch examples of similar length together (fewer pad tokens).")
     compile: bool = _f(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the first "
                               "steps are slow while it compiles.")
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
-                                  "drop probability exact to 1/65536; see bertkit/cpu/dropout.py).")
-    fused_qkv: bool = _f(True, "Training: compute BERT's query, key and value projections as one matmul (the same "
-                               "weights; results equal up to rounding; see bertkit/cpu/fused_qkv.py).")
-    keep_heap: bool = _f(True, "CPU training on Linux (glibc): keep freed memory in the process heap instead of "
-                               "returning it to the kernel each step (no re-faulting of the gradient buffers; "
-                               "released when training ends; peak memory can be higher; see bertkit/cpu/heap.py).")
+                                  "drop probability exact to 1/65536) and compute attention unfused (faster "
+                                  "backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
     dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
                                      "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
     attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
@@ -204,7 +202,7 @@ FLAG_GROUPS: dict[str, tuple[str, ...]] = {
                                                   "ner_context", "ner_casing"),
     "task-specific: question answering": ("window_overlap", "max_question_length", "max_answer_length", "n_best",
                                           "train_answer", "skip_bad_examples", "allow_no_answer"),
-    "speed": ("precision", "group_by_length", "compile", "fast_dropout", "fused_qkv", "keep_heap"),
+    "speed": ("precision", "group_by_length", "compile", "fast_dropout"),
     "output": ("output_dir", "resume", "save_every", "keep_checkpoints", "report_to"),
 }
 

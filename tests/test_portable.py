@@ -12,7 +12,7 @@ import yaml
 from transformers import AutoModelForSequenceClassification
 
 from bertkit import FinetuneConfig, QuestionAnswering, Trainer, device
-from bertkit.cpu import cpu_speedups, fused_qkv, heap
+from bertkit.cpu import cpu_speedups
 from bertkit.cpu import dropout as fast_dropout
 from bertkit.errors import BertkitError
 
@@ -107,35 +107,31 @@ def test_every_speed_up_takes_effect_with_the_installed_transformers(tiny_bert):
     model = model_of(tiny_bert)
     before = state_of(model)
     with cpu_speedups(model, log=pytest.fail) as applied:
-        assert applied == ["fast_dropout", "unfused_attention", "fused_qkv", "keep_heap"]
+        assert applied == ["fast_dropout", "unfused_attention"]
         assert state_of(model) != before
     assert state_of(model) == before
 
 
 def test_what_does_not_take_effect_is_skipped_with_one_message(tiny_bert, monkeypatch):
     model, messages = model_of(tiny_bert), []
-    monkeypatch.setattr(fused_qkv, "supported", lambda: False)  # an older transformers' BERT
-    monkeypatch.setattr(fast_dropout, "route_attention", lambda m: False)
-    with cpu_speedups(model, keep_heap=False, log=messages.append) as applied:
+    assert model.config._attn_implementation == "sdpa"
+    monkeypatch.setattr(fast_dropout, "route_attention", lambda m: False)  # an older transformers: no registry
+    with cpu_speedups(model, log=messages.append) as applied:
         assert applied == ["fast_dropout"]
-    assert len(messages) == 2 and "fused QKV skipped" in messages[0] or "fused QKV skipped" in messages[1]
+    assert messages == ["cpu speed-ups: the installed transformers has no attention registry; attention stays fused"]
     messages.clear()
-    monkeypatch.setattr(fused_qkv, "supported", lambda: True)
-    monkeypatch.setattr(fused_qkv, "fuse_qkv", lambda m: m)  # "patched", but the forward never reaches it
-    with cpu_speedups(model, fast_dropout=False, keep_heap=False, log=messages.append) as applied:
+    monkeypatch.setattr(fast_dropout, "swap_dropout", lambda m: 12)  # "swapped", but the forward never reaches it
+    with cpu_speedups(model, log=messages.append) as applied:
         assert applied == []
-    assert messages == ["cpu speed-ups: fused_qkv did not take effect with this model and transformers; skipped"]
+    assert messages[-1] == "cpu speed-ups: fast_dropout did not take effect with this model and transformers; skipped"
+    assert state_of(model) == state_of(model_of(tiny_bert))
 
 
 class Stop(Exception):
     pass
 
 
-def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_released(tiny_bert, sst2_dir,
-                                                                                       tmp_path, monkeypatch):
-    calls = []
-    real_release = heap.release_heap
-    monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release") or real_release())
+def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy(tiny_bert, sst2_dir, tmp_path):
     from bertkit import SequenceClassification
     from bertkit.data import load_classification_data
 
@@ -152,7 +148,7 @@ def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_re
 
     with pytest.raises(Stop):
         Trainer(clf, cfg, callbacks=[stop]).fit(train, evals)
-    assert state_of(clf.model) == before and calls == ["release"]
+    assert state_of(clf.model) == before
     unpatched = copy.deepcopy(model_of(tiny_bert))
     unpatched.classifier = copy.deepcopy(clf.model.classifier)
     unpatched.load_state_dict(clf.model.state_dict())  # the weights it trained to, in a model never patched

@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     p.add_argument("--backend", default="torch", choices=["torch", "onnx"], help="torch, or onnx (ONNX Runtime)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="torch backend: auto = bf16 where supported")
+                   help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
     p.add_argument("--max-batch", type=int, default=64, help="items per model call (default 64)")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
                    help="longest wait for a batch to fill after its first request arrives (default 5)")

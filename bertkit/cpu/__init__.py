@@ -1,19 +1,17 @@
 """CPU-only training speed-ups, applied together by one context manager and undone together on the way out.
 
 ```python
-with cpu_speedups(model, fast_dropout=True, fused_qkv=True, keep_heap=True, log=print) as applied:
+with cpu_speedups(model, fast_dropout=True, log=print) as applied:
     train(model)            # `applied` names the speed-ups that took effect
-# here the model is as it was (nn.Dropout modules, its attention implementation, the library's forward) and
-# glibc's allocator settings are back, whether training returned or raised
+# here the model is as it was (nn.Dropout modules, its attention implementation), whether training returned or raised
 ```
 - `fast_dropout` (dropout.py): dropout masks from cheaper random numbers, and BERT's attention computed unfused
-  while training (faster than torch's fused SDPA backward on CPU);
-- `fused_qkv` (fused_qkv.py): query, key and value projections as one matmul;
-- `keep_heap` (heap.py): glibc keeps freed memory in the heap instead of unmapping it every step.
+  while training (faster than torch's fused SDPA backward on CPU).
 Each one is checked to have taken effect: one forward pass of the model in training mode on a dummy input (under
 `torch.random.fork_rng`, so no random state moves) must go through the patched code. What the installed
-transformers does not support is undone and skipped with one message. Which of them stay on by default, and why,
-is measured in docs/speed.md.
+transformers does not support is undone and skipped with one message. A speed-up stays only where it gains at
+least 3 % end to end at both fp32 and bf16; docs/speed.md has the measurements, and those of the ones removed
+(fused QKV projections, a kept glibc heap).
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ from contextlib import contextmanager
 import torch
 
 from . import dropout as _dropout
-from . import fused_qkv as _qkv
-from . import heap as _heap
 
 
 def _probe(model) -> None:
@@ -39,7 +35,7 @@ def _probe(model) -> None:
 
 
 @contextmanager
-def cpu_speedups(model, fast_dropout: bool = True, fused_qkv: bool = True, keep_heap: bool = True, log=print):
+def cpu_speedups(model, fast_dropout: bool = True, log=print):
     """Apply the chosen speed-ups to `model` (a Hugging Face BERT-family model on the CPU); yield the names of those
     that took effect; undo all of them on exit, also when the block raises."""
     undo, applied = [], []
@@ -55,13 +51,6 @@ def cpu_speedups(model, fast_dropout: bool = True, fused_qkv: bool = True, keep_
                 calls["unfused_attention"] = ("attention", _dropout.CALLS)
             elif getattr(model.config, "_attn_implementation", None) == "sdpa":
                 log("cpu speed-ups: the installed transformers has no attention registry; attention stays fused")
-        if fused_qkv:
-            if _qkv.supported():
-                _qkv.fuse_qkv(model)
-                undo.append(lambda: _qkv.unfuse_qkv(model))
-                calls["fused_qkv"] = ("fused_qkv", _qkv.CALLS)
-            else:
-                log("cpu speed-ups: fused QKV skipped: this transformers' BERT attention has no attention interface")
         if calls:
             before = {name: counter[key] for name, (key, counter) in calls.items()}
             _probe(model)
@@ -70,11 +59,6 @@ def cpu_speedups(model, fast_dropout: bool = True, fused_qkv: bool = True, keep_
                     applied.append(name)
                 else:
                     log(f"cpu speed-ups: {name} did not take effect with this model and transformers; skipped")
-            if "fused_qkv" in calls and "fused_qkv" not in applied:
-                _qkv.unfuse_qkv(model)
-        if keep_heap and _heap.keep_heap():
-            undo.append(_heap.release_heap)
-            applied.append("keep_heap")
         yield applied
     finally:
         for step in reversed(undo):

@@ -10,7 +10,7 @@ GPUs keep torch's own dropout.
 `fast_dropout(model)` swaps every `nn.Dropout` for `FastDropout` and routes BERT-style attention through
 `bertkit_sdpa`: torch's SDPA, except while training on CPU, where the same attention is computed unfused
 (matmul, softmax, this dropout mask, matmul). That is the faster path there with or without attention dropout, at
-every length measured up to 384 (docs/speed.md; torch's fused kernel is slowest on short rows).
+the lengths in docs/speed.md (torch's fused kernel is slowest on short rows).
 `restore_dropout(model)` undoes both; weights and saved files are unaffected. `CALLS` counts the patched code's
 calls, so `bertkit.cpu.cpu_speedups` can check that a patch really took effect.
 """

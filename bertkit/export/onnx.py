@@ -7,9 +7,8 @@ older TorchScript exporter (`dynamo=False`) bakes the example's padding into the
 batches of another shape, so it is not used. Optimum's exporter (`optimum-onnx`) pins transformers < 4.58 and is
 not used either. `--quantize int8` is onnxruntime's dynamic quantisation (`quantize_dynamic`): int8 weights of the
 MatMul/Gemm layers with a scale per output channel, activations quantised per batch at run time; no calibration
-data. Per-channel scales, because one scale per matrix is set by its few outlier channels: on a 60-step MiniLM
-SST-2 smoke run, per-tensor int8 agreed with fp32 on 96.6 % of dev labels, per-channel on 98.4 % (a smoke check,
-not a measurement: `benchmarks/int8_accuracy.py` measures both).
+data. Per-channel scales, because one scale per matrix is set by its few outlier channels
+(`benchmarks/int8_accuracy.py` compares both; docs/speed.md).
 
 Folder written (`OUTPUT`):
     model.onnx      the task head, absent for a base checkpoint. Inputs `input_ids`, `attention_mask`
