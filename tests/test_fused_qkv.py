@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from bertkit.cpu.dropout import fast_dropout
-from bertkit.cpu.fused_qkv import fuse_qkv, unfuse_qkv
+from bertkit.cpu.fused_qkv import CALLS, fuse_qkv, unfuse_qkv
 
 
 def _loss_and_grads(model, ids, mask, labels):
@@ -29,7 +29,9 @@ def test_fused_matches_unfused_outputs_and_gradients(tiny_bert):
     for attn in ("sdpa", "eager"):
         reference.config._attn_implementation = fused.config._attn_implementation = attn
         loss_ref, grads_ref = _loss_and_grads(reference, ids, mask, labels)
+        calls = CALLS["fused_qkv"]
         loss_fused, grads_fused = _loss_and_grads(fused, ids, mask, labels)
+        assert CALLS["fused_qkv"] - calls == fused.config.num_hidden_layers  # the fused forward really ran
         torch.testing.assert_close(loss_fused, loss_ref, atol=1e-6, rtol=1e-5)
         assert grads_fused.keys() == grads_ref.keys()  # query, key and value each still get their own gradient
         for name, grad in grads_ref.items():
@@ -64,10 +66,11 @@ def test_fused_with_fast_dropout_and_bf16_autocast(tiny_bert):
 def test_trainer_fuses_while_training_and_restores_after(tiny_bert, sst2_dir, tmp_path):
     from .test_contract import fit, small_config
 
+    def fused_layers(trainer, state):  # per step: (self-attention layers, how many of them run the fused forward)
+        layers = [m for m in trainer.model.modules() if type(m).__name__ == "BertSelfAttention"]
+        seen.append((len(layers), sum("forward" in m.__dict__ for m in layers)))
+
     seen = []
-    adapter, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1),
-                     callbacks=[lambda trainer, state: seen.append(
-                         all("forward" in m.__dict__ for m in trainer.model.modules()
-                             if type(m).__name__ == "BertSelfAttention"))])
-    assert seen and all(seen)  # fused during training (the default)
+    adapter, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1), callbacks=[fused_layers])
+    assert seen and all(step == (2, 2) for step in seen)  # both layers fused during training (the default)
     assert not any("forward" in m.__dict__ for m in adapter.model.modules())  # the library's forward again
