@@ -8,7 +8,7 @@ export BERTKIT_DATA_DIR
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Quickstart: packaged MiniLM, one epoch of SST-2 (local files offline, else the hub's GLUE copy), dev accuracy.
 
-.PHONY: setup test quickstart bench bench-deploy lint clean
+.PHONY: setup test test-min quickstart bench bench-deploy lint clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,17 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 test: setup
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider
 	$(BIN)/ruff check bertkit tests examples benchmarks
+
+# The suite again on the declared floors (constraints-min.txt pins each; pyproject.toml's `>=` are the same versions),
+# in a second environment, .venv-min.
+$(VENV)-min/.installed: pyproject.toml constraints.txt constraints-min.txt
+	$(PYTHON) -m venv $(VENV)-min
+	$(VENV)-min/bin/pip install -q -c constraints.txt torch==2.13.0
+	$(VENV)-min/bin/pip install -q -c constraints.txt -c constraints-min.txt -e ".[dev]"
+	touch $@
+
+test-min: $(VENV)-min/.installed
+	$(OFFLINE) $(VENV)-min/bin/python -m pytest -q -p no:cacheprovider
 
 quickstart: setup
 	$(BIN)/python -m bertkit.quickstart --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
@@ -44,4 +55,4 @@ lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VENV)-min runs .pytest_cache
