@@ -12,6 +12,11 @@ through bertkit's loaders (the same examples), tokenise pairs the same way (trun
 batches by length, evaluate every epoch and keep the best epoch by the recipe's main metric (Trainer:
 load_best_model_at_end), with AdamW, linear warm-up and decay, weight decay off for biases and LayerNorm, gradient
 clipping at max_grad_norm. Results go to <output-dir>/parity.json and parity.md; finished pieces are not re-run.
+
+Length grouping is the one step the two do differently: both sort shuffled examples by length inside megabatches
+of (up to) 50 batches, but bertkit then shuffles the batches, while the Trainer's LengthGroupedSampler keeps each
+megabatch's batches in order, longest to shortest (its longest batch first). `--no-group-by-length` turns grouping
+off on both sides (plain shuffling), which compares the rest of the method without that difference.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def recipe(task: str, args):
     from bertkit.config import load_recipe
 
     overrides = {"model": args.model, "data_dir": str(Path(args.data_dir) / task), "precision": args.precision}
-    for name in ("max_train_samples", "max_eval_samples", "epochs"):
+    for name in ("max_train_samples", "max_eval_samples", "epochs", "group_by_length"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     return load_recipe(task, overrides)
@@ -50,6 +55,8 @@ def run_bertkit(task: str, args, out: Path) -> dict:
     for name in ("max_train_samples", "max_eval_samples", "epochs"):
         if getattr(args, name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if args.group_by_length is not None:
+        cmd.append("--group-by-length" if args.group_by_length else "--no-group-by-length")
     if (out / "summary.json").is_file():
         print(f"{out}: finished before")
     else:
@@ -145,8 +152,10 @@ def mean_std(values: list[float]) -> str:
 def table(results: dict, args) -> str:
     from bertkit.utils import hardware
 
-    lines = [f"model {args.model}, seeds {args.seeds}, precision {args.precision}; {time.strftime('%Y-%m-%d')}; "
-             f"{hardware()}", "", "| task | metric | bertkit | Trainer | bertkit per seed | Trainer per seed | "
+    grouping = {None: "the recipe's length grouping", True: "length grouping", False: "no length grouping"}
+    lines = [f"model {args.model}, seeds {args.seeds}, precision {args.precision}, "
+             f"{grouping[args.group_by_length]}; {time.strftime('%Y-%m-%d')}; {hardware()}", "",
+             "| task | metric | bertkit | Trainer | bertkit per seed | Trainer per seed | "
              "bertkit mean within the Trainer seeds' range |", "|---|---|---|---|---|---|---|"]
     for task, r in results.items():
         for m in METRICS[task]:
@@ -173,6 +182,9 @@ def main() -> None:
     parser.add_argument("--max-train-samples", type=int, help="smoke tests only")
     parser.add_argument("--max-eval-samples", type=int, help="smoke tests only")
     parser.add_argument("--epochs", type=float, help="smoke tests only (default: the recipe's)")
+    parser.add_argument("--group-by-length", action=argparse.BooleanOptionalAction,
+                        help="length grouping on both sides (default: the recipe's); --no-group-by-length: "
+                             "plain shuffling on both")
     args = parser.parse_args()
 
     from bertkit.device import choose_precision, default_device
