@@ -45,6 +45,7 @@ bench: setup
 	$(OFFLINE) $(BIN)/python benchmarks/mfu.py --steps 300 --batch-size 64 --repeats 3
 	$(OFFLINE) $(BIN)/python benchmarks/extract_throughput.py --sentences 4000
 	for p in fp32 bf16; do $(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --speedup fast_dropout --precision $$p || exit 1; done
+	$(OFFLINE) $(BIN)/python benchmarks/ab_speed.py --speedup keep_heap --precision bf16 --rounds 4
 
 bench-deploy: setup
 	$(OFFLINE) $(BIN)/python benchmarks/int8_accuracy.py --model $(RUN) --exports $(RUN)-exports

@@ -138,6 +138,10 @@ class FinetuneConfig:
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
                                   "drop probability exact to 1/65536) and compute attention unfused (faster "
                                   "backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
+    keep_heap: bool = _f(True, "CPU training in bf16 on Linux (glibc): keep freed memory in the process heap instead "
+                               "of returning it to the kernel each step (released when training ends; peak memory "
+                               "can be higher; not applied in fp32, where it gains nothing measurable); see "
+                               "bertkit/cpu/heap.py.")
     dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
                                      "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
     attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
@@ -202,7 +206,7 @@ FLAG_GROUPS: dict[str, tuple[str, ...]] = {
                                                   "ner_context", "ner_casing"),
     "task-specific: question answering": ("window_overlap", "max_question_length", "max_answer_length", "n_best",
                                           "train_answer", "skip_bad_examples", "allow_no_answer"),
-    "speed": ("precision", "group_by_length", "compile", "fast_dropout"),
+    "speed": ("precision", "group_by_length", "compile", "fast_dropout", "keep_heap"),
     "output": ("output_dir", "resume", "save_every", "keep_checkpoints", "report_to"),
 }
 

@@ -12,7 +12,7 @@ import yaml
 from transformers import AutoModelForSequenceClassification
 
 from bertkit import FinetuneConfig, QuestionAnswering, Trainer, device
-from bertkit.cpu import cpu_speedups
+from bertkit.cpu import cpu_speedups, heap
 from bertkit.cpu import dropout as fast_dropout
 from bertkit.errors import BertkitError
 
@@ -106,8 +106,8 @@ def outputs(model, seed=0):
 def test_every_speed_up_takes_effect_with_the_installed_transformers(tiny_bert):
     model = model_of(tiny_bert)
     before = state_of(model)
-    with cpu_speedups(model, log=pytest.fail) as applied:
-        assert applied == ["fast_dropout", "unfused_attention"]
+    with cpu_speedups(model, keep_heap=True, log=pytest.fail) as applied:
+        assert applied == ["fast_dropout", "unfused_attention"] + (["keep_heap"] if heap._glibc() else [])
         assert state_of(model) != before
     assert state_of(model) == before
 
@@ -131,7 +131,11 @@ class Stop(Exception):
     pass
 
 
-def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy(tiny_bert, sst2_dir, tmp_path):
+def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_released(tiny_bert, sst2_dir,
+                                                                                       tmp_path, monkeypatch):
+    calls = []
+    real_release = heap.release_heap
+    monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release") or real_release())
     from bertkit import SequenceClassification
     from bertkit.data import load_classification_data
 
@@ -148,7 +152,7 @@ def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy(tiny_bert, sst2
 
     with pytest.raises(Stop):
         Trainer(clf, cfg, callbacks=[stop]).fit(train, evals)
-    assert state_of(clf.model) == before
+    assert state_of(clf.model) == before and calls == (["release"] if heap._glibc() else [])
     unpatched = copy.deepcopy(model_of(tiny_bert))
     unpatched.classifier = copy.deepcopy(clf.model.classifier)
     unpatched.load_state_dict(clf.model.state_dict())  # the weights it trained to, in a model never patched
@@ -195,3 +199,17 @@ def test_gpu_loaders_use_workers_pinned_memory_and_pad_to_multiples_of_8(tiny_be
         assert adapter.collate(list(features))["input_ids"].shape[1] == 5  # the longest row: [CLS] 3 words [SEP]
         adapter.pad_to_multiple_of(8)
         assert adapter.collate(list(features))["input_ids"].shape[1] == 8
+
+
+@pytest.mark.parametrize("precision,kept", [("fp32", False), ("bf16", True)])
+def test_the_trainer_keeps_the_heap_in_bf16_only(tiny_bert, sst2_dir, tmp_path, monkeypatch, precision, kept):
+    asked = []
+    monkeypatch.setattr(heap, "keep_heap", lambda: asked.append(precision) or False)  # asked, never applied
+
+    def stop(trainer, state):
+        raise Stop
+
+    cfg = small_config(sst2_dir, tmp_path / "run", precision=precision)
+    with pytest.raises(Stop):
+        fit(tiny_bert, cfg, callbacks=[stop])
+    assert asked == ([precision] if kept else [])

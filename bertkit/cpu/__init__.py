@@ -1,17 +1,20 @@
 """CPU-only training speed-ups, applied together by one context manager and undone together on the way out.
 
 ```python
-with cpu_speedups(model, fast_dropout=True, log=print) as applied:
+with cpu_speedups(model, fast_dropout=True, keep_heap=True, log=print) as applied:
     train(model)            # `applied` names the speed-ups that took effect
-# here the model is as it was (nn.Dropout modules, its attention implementation), whether training returned or raised
+# here the model is as it was (nn.Dropout modules, its attention implementation) and glibc's allocator settings are
+# back, whether training returned or raised
 ```
 - `fast_dropout` (dropout.py): dropout masks from cheaper random numbers, and BERT's attention computed unfused
-  while training (faster than torch's fused SDPA backward on CPU).
+  while training (faster than torch's fused SDPA backward on CPU);
+- `keep_heap` (heap.py): glibc keeps freed memory in the heap instead of unmapping it every step. The trainer asks
+  for it in bf16 only: it measured ≥ 3 % there and about 1 % in fp32 (docs/speed.md).
 Each one is checked to have taken effect: one forward pass of the model in training mode on a dummy input (under
 `torch.random.fork_rng`, so no random state moves) must go through the patched code. What the installed
 transformers does not support is undone and skipped with one message. A speed-up stays only where it gains at
-least 3 % end to end at both fp32 and bf16; docs/speed.md has the measurements, and those of the ones removed
-(fused QKV projections, a kept glibc heap).
+least 3 % end to end where it is applied; docs/speed.md has the measurements, and those of the one removed (fused
+QKV projections).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 import torch
 
 from . import dropout as _dropout
+from . import heap as _heap
 
 
 def _probe(model) -> None:
@@ -35,7 +39,7 @@ def _probe(model) -> None:
 
 
 @contextmanager
-def cpu_speedups(model, fast_dropout: bool = True, log=print):
+def cpu_speedups(model, fast_dropout: bool = True, keep_heap: bool = False, log=print):
     """Apply the chosen speed-ups to `model` (a Hugging Face BERT-family model on the CPU); yield the names of those
     that took effect; undo all of them on exit, also when the block raises."""
     undo, applied = [], []
@@ -59,6 +63,9 @@ def cpu_speedups(model, fast_dropout: bool = True, log=print):
                     applied.append(name)
                 else:
                     log(f"cpu speed-ups: {name} did not take effect with this model and transformers; skipped")
+        if keep_heap and _heap.keep_heap():
+            undo.append(_heap.release_heap)
+            applied.append("keep_heap")
         yield applied
     finally:
         for step in reversed(undo):

@@ -139,7 +139,8 @@ class Trainer:
                      f"{cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
                      f"({self.precision_choice.reason})")
             sharded = acc.distributed_type.name in ("FSDP", "DEEPSPEED")
-            with cpu_speedups(self.adapter.model, cfg.fast_dropout, self.log) \
+            with cpu_speedups(self.adapter.model, cfg.fast_dropout,
+                              cfg.keep_heap and self.precision == "bf16", self.log) \
                     if acc.device.type == "cpu" and not sharded else nullcontext([]) as applied:
                 if applied:
                     self.log(f"cpu speed-ups: {', '.join(applied)}")
