@@ -48,7 +48,7 @@ def test_trainer_keeps_heap_while_training_and_releases_after(tiny_bert, sst2_di
     calls = []
     monkeypatch.setattr(heap, "keep_heap", lambda: calls.append("keep") or True)
     monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release"))
-    fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1, keep_heap=enabled),
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1, precision="bf16", keep_heap=enabled),
         callbacks=[lambda trainer, state: calls.append("step")])
     steps = calls.count("step")
     assert steps and calls == (["keep"] + ["step"] * steps + ["release"] if enabled else ["step"] * steps)
