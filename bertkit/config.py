@@ -138,10 +138,8 @@ class FinetuneConfig:
     fast_dropout: bool = _f(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-rescale, "
                                   "drop probability exact to 1/65536) and compute attention unfused (faster "
                                   "backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
-    keep_heap: bool = _f(True, "CPU training in bf16 on Linux (glibc): keep freed memory in the process heap instead "
-                               "of returning it to the kernel each step (released when training ends; peak memory "
-                               "can be higher; not applied in fp32, where it gains nothing measurable); see "
-                               "bertkit/cpu/heap.py.")
+    keep_heap: bool = _f(True, "bf16 CPU training (Linux, glibc): keep freed memory in the heap between steps, not "
+                               "unmapped and faulted in again; peak memory can grow; see bertkit/cpu/heap.py.")
     dropout: float | None = _f(None, "Training: dropout rate on embeddings, sublayer outputs and the classifier input "
                                      "(default: the checkpoint's hidden_dropout_prob; saved configs keep it).")
     attention_dropout: float | None = _f(None, "Training: dropout rate on attention probabilities (default: the "
