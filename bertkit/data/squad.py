@@ -45,8 +45,8 @@ logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
 FEATURES = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
                               "context": datasets.Value("string"), "answers": {
-                                  "text": datasets.List(datasets.Value("string")),
-                                  "answer_start": datasets.List(datasets.Value("int64"))}})  # as inferred from v1.1
+                                  "text": datasets.Sequence(datasets.Value("string")),
+                                  "answer_start": datasets.Sequence(datasets.Value("int64"))}})  # as inferred from v1.1
 
 
 class AnswerMismatch(DataError):
