@@ -208,7 +208,7 @@ def test_fsdp_trains_as_ddp_does_saves_plain_weights_and_resumes(tiny_bert, tmp_
     assert "FSDP" in json.loads((fsdp / "versions.json").read_text())["distributed_type"]
     assert list((fsdp / "checkpoints" / "step-0000016").glob("pytorch_model_fsdp_0*"))  # sharded checkpoints
     # DDP without the CPU speed-ups (not applied under FSDP) is the same computation
-    ok(launch(finetune_args(tiny_bert, data, ddp, *options, "--no-fast-dropout", "--no-fused-qkv")))
+    ok(launch(finetune_args(tiny_bert, data, ddp, *options, "--no-fast-dropout")))
     a, b = load_file(fsdp / "model.safetensors"), load_file(ddp / "model.safetensors")
     assert a.keys() == b.keys() and max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
     base = load_file(tiny_bert / "model.safetensors")
