@@ -46,7 +46,7 @@ SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
 FEATURES = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
                               "context": datasets.Value("string"), "answers": {
                                   "text": datasets.Sequence(datasets.Value("string")),
-                                  "answer_start": datasets.Sequence(datasets.Value("int64"))}})  # as inferred from v1.1
+                                  "answer_start": datasets.Sequence(datasets.Value("int64"))}})  # as v1.1 infers
 
 
 class AnswerMismatch(DataError):
