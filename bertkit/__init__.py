@@ -14,7 +14,7 @@ Notebook use:
 ```
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 import importlib  # noqa: E402
 

@@ -1,6 +1,7 @@
 """End-to-end CLI runs on the tiny model: finetune → run folder → evaluate → predict, and bad input."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -171,4 +172,5 @@ def test_recipes_command_lists_and_shows(capsys):
 def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
-    assert e.value.code == 0 and capsys.readouterr().out.startswith("bertkit 0.1.0")
+    declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bertkit {declared}"

@@ -12,9 +12,9 @@ with cpu_speedups(model, fast_dropout=True, keep_heap=True, log=print) as applie
   for it in bf16 only: it measured ≥ 3 % there and about 1 % in fp32 (docs/speed.md).
 Each one is checked to have taken effect: one forward pass of the model in training mode on a dummy input (under
 `torch.random.fork_rng`, so no random state moves) must go through the patched code. What the installed
-transformers does not support is undone and skipped with one message. A speed-up stays only where it gains at
-least 3 % end to end where it is applied; docs/speed.md has the measurements, and those of the one removed (fused
-QKV projections).
+transformers does not support is undone and skipped with one message. A speed-up is kept only if it gains at
+least 3 % end to end in the setting it is applied to; docs/speed.md has the measurements, and those of the one
+removed (fused QKV projections).
 """
 
 from __future__ import annotations
