@@ -134,13 +134,12 @@ def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
-def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
+def use_fake_hub_squad(monkeypatch, tmp_path, data, repo):
+    """`datasets.load_dataset` answers `repo` (the hub's rajpurkar/squad layout) from `data`/train.json, offline."""
     import datasets
 
-    from bertkit.data.squad import load_squad_data, load_squad_split
-
-    def fake_load_dataset(name, config, split, revision=None):  # the hub's rajpurkar/squad layout
-        assert (name, config) == ("rajpurkar/squad", None)
+    def fake_load_dataset(name, config, split, revision=None):
+        assert (name, config) == (repo, None)
         rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
         return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
                                             "context": p["context"], "question": p["qas"][0]["question"],
@@ -148,11 +147,17 @@ def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
                                                         "answer_start": [a["answer_start"] for a in
                                                                          p["qas"][0]["answers"]]}} for p in rows])
 
-    data = write_squad(tmp_path / "hub", n_train=6, n_dev=1)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+
+
+def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
+    from bertkit.data.squad import load_squad_data, load_squad_split
+
+    data = write_squad(tmp_path / "hub", n_train=6, n_dev=1)
+    use_fake_hub_squad(monkeypatch, tmp_path, data, "rajpurkar/squad")
     cfg = load_recipe("squad", {"max_eval_samples": 4})
     train, evals, names = load_squad_data(cfg)
     assert len(train) == 6 and list(evals) == ["validation"] and len(evals["validation"]) == 4 and names == []

@@ -19,7 +19,7 @@ from bertkit.tasks.qa_spans import Window, decide, null_logit, rank_answers, wit
 
 from . import squad_v2_official as official
 from .conftest import FILLER, SHARED_DATA
-from .test_qa import COLOURS, QUESTIONS
+from .test_qa import COLOURS, QUESTIONS, use_fake_hub_squad
 
 
 # --- synthetic SQuAD 2.0 files ---------------------------------------------------------------------------------
@@ -120,24 +120,10 @@ def test_without_is_impossible_empty_answers_mean_unanswerable(tmp_path):
 
 
 def test_hub_squad_v2_is_used_without_local_data(monkeypatch, tmp_path):
-    import datasets
-
     from bertkit.data.squad import load_squad_data
 
-    def fake_load_dataset(name, config, split, revision=None):  # the hub's rajpurkar/squad_v2 layout
-        assert (name, config) == ("rajpurkar/squad_v2", None)
-        rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
-        return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
-                                            "context": p["context"], "question": p["qas"][0]["question"],
-                                            "answers": {"text": [a["text"] for a in p["qas"][0]["answers"]],
-                                                        "answer_start": [a["answer_start"] for a in
-                                                                         p["qas"][0]["answers"]]}} for p in rows])
-
-    data = write_squad_v2(tmp_path / "hub", n_train=6, n_dev=1)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    use_fake_hub_squad(monkeypatch, tmp_path, write_squad_v2(tmp_path / "hub", n_train=6, n_dev=1),
+                       "rajpurkar/squad_v2")
     train, evals, _ = load_squad_data(load_recipe("squad_v2"))
     assert len(train) == 6 and list(evals) == ["validation"]
     assert [len(a["text"]) for a in train["answers"]] == [1, 0, 1, 0, 1, 0]
