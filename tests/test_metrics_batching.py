@@ -42,7 +42,6 @@ def test_sorted_batches_cover_everything_longest_first():
 
 
 def test_every_built_in_metric_name_is_known_to_the_config_check():
-    from bertkit.config import BUILTIN_METRICS
     from bertkit.metrics import (
         BUILTIN,
         MULTI_LABEL_BUILTIN,
@@ -51,6 +50,7 @@ def test_every_built_in_metric_name_is_known_to_the_config_check():
         SQUAD_BUILTIN,
         SQUAD_V2_BUILTIN,
     )
+    from bertkit.validation import BUILTIN_METRICS
 
     tables = (BUILTIN, MULTI_LABEL_BUILTIN, NER_BUILTIN, REGRESSION_BUILTIN, SQUAD_BUILTIN, SQUAD_V2_BUILTIN)
     assert BUILTIN_METRICS == {name for table in tables for name in table}

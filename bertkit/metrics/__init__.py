@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 import evaluate
 
-from ..config import BUILTIN_METRICS, check_metric_names
 from ..errors import BertkitError
+from ..validation import BUILTIN_METRICS, check_metric_names
 from .classification import F1, Accuracy, MatthewsCorrelation
 from .multi_label import MULTI_LABEL_BUILTIN
 from .ner import NER_BUILTIN

@@ -23,13 +23,14 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..config import LOWER_IS_BETTER, FinetuneConfig, to_yaml
+from ..config import FinetuneConfig, to_yaml
 from ..cpu import cpu_speedups
 from ..errors import BertkitError
 from ..metrics import resolve_metrics
 from ..report import write_report
 from ..trackers import check_trackers
 from ..utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
+from ..validation import LOWER_IS_BETTER
 from . import checkpoints, launch
 from .data import train_loader
 from .evaluation import predict_features
