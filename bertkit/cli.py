@@ -1,4 +1,10 @@
-"""The `bertkit` command: argparse subcommands, each registered by its module in `bertkit/commands/`."""
+"""The `bertkit` command: argparse subcommands, each registered by its module in `bertkit/commands/`.
+
+A command whose flags depend on a task (`finetune RECIPE`: the recipe's task options; `predict --model RUN`: the
+task's input and output formats) is given the command line when its parser is built (`register(sub, argv)`), finds
+the task from it cheaply (the recipe's YAML, the run folder's config), and adds that task's flags: so
+`bertkit finetune squad --help` shows the QA options and `bertkit finetune sst2 --help` the classification ones.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +19,21 @@ from .errors import EXIT_USER_ERROR, BertkitError
 COMMANDS = [finetune, evaluate, predict, extract, probe, serve, export, recipes]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `bertkit`; `argv` (the command line) lets the chosen command add its task's flags."""
     parser = argparse.ArgumentParser(prog="bertkit", description="The BERT paper's recipes, one command each.")
     parser.add_argument("--version", action="version", version=f"bertkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = next((a for a in argv or [] if not a.startswith("-")), None)
     for module in COMMANDS:
-        module.register(sub)
+        name = module.__name__.rsplit(".", 1)[-1]
+        module.register(sub, argv[argv.index(command) + 1:] if argv and name == command else None)
     return parser
 
 
 def reference(width: int = 100) -> str:
-    """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a test keeps it current)."""
-    import os
-
+    """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a test keeps it current);
+    `finetune` once per built-in task (a recipe of each) and `predict` without a model."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(width)
     try:
@@ -34,13 +42,25 @@ def reference(width: int = 100) -> str:
         parts = ["# Command-line reference\n\nGenerated from the argparse definitions: "
                  "`python -c \"from bertkit.cli import reference; print(reference(), end='')\" > docs/cli.md`.\n",
                  f"## bertkit\n\n```\n{parser.format_help()}```\n"]
-        parts += [f"## bertkit {name}\n\n```\n{sub.format_help()}```\n" for name, sub in subparsers.choices.items()]
+        for name, sub in subparsers.choices.items():
+            parts.append(f"## bertkit {name}\n\n```\n{sub.format_help()}```\n")
+            if name == "finetune":
+                for recipe in finetune.REFERENCE_RECIPES:
+                    full = _subparser(["finetune", recipe], "finetune")
+                    parts.append(f"### bertkit finetune {recipe} (task options)\n\n```\n"
+                                 f"{finetune.task_help(full)}```\n")
         return "\n".join(parts)
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
+
+
+def _subparser(argv: list[str], name: str) -> argparse.ArgumentParser:
+    parser = build_parser(argv)
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return subparsers.choices[name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     COMMAND[0] = shlex.join(["bertkit", *argv])
-    args = build_parser().parse_args(argv)
+    parser = build_parser(argv)
+    args, extra = parser.parse_known_args(argv)
     try:
+        if getattr(args, "task_error", None):  # the command could not tell its task (a bad recipe or model)
+            raise BertkitError(args.task_error)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return args.func(args)
     except BertkitError as e:
         rank = os.environ.get("RANK", "0")  # under a launcher every process reports; the others say which they are

@@ -107,19 +107,6 @@ def hardware() -> str:
     return desc
 
 
-def fault_point(name: str, step: int) -> None:
-    """Test hook for crash-safety tests: `BERTKIT_FAULT=eval:12` SIGKILLs this process at that point.
-
-    Points: `step` (after optimiser step N), `eval` (as evaluation at step N starts), `checkpoint` (checkpoint N
-    written under its temporary name, not yet renamed), `pointer` (renamed, `latest` not yet updated).
-    """
-    spec = os.environ.get("BERTKIT_FAULT")
-    if spec and spec == f"{name}:{step}":
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def truncate_jsonl(path: Path, step: int) -> None:
     """Drop the lines of a step-indexed JSONL log written after `step` (they are replayed after a resume)."""
     if not path.is_file():

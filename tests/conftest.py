@@ -83,3 +83,266 @@ def fast_args(tiny_bert, sst2_dir):
     """CLI flags for a quick, deterministic fp32 run of the tiny model on the tiny data."""
     return ["--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32", "--lr", "1e-2",
             "--batch-size", "16", "--epochs", "2", "--warmup-ratio", "0.1"]
+
+
+# --- synthetic data in each recipe's own format (tests share these; `write_recipe_data` picks one) --------------
+def words(rng: random.Random, n_pos: int, n_neg: int, n_filler: int = 6) -> str:
+    ws = [rng.choice(FILLER) for _ in range(n_filler)] + [rng.choice(POSITIVE) for _ in range(n_pos)] + \
+         [rng.choice(NEGATIVE) for _ in range(n_neg)]
+    rng.shuffle(ws)
+    return " ".join(ws)
+
+
+def write_sts(directory: Path, n_train: int = 192, n_dev: int = 48, seed: int = 0) -> Path:
+    """The original STS Benchmark layout (no header, tab-separated); the score grows with the positive words."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n in (("sts-train.csv", n_train), ("sts-dev.csv", n_dev)):
+        lines = []
+        for i in range(n):
+            k = i % 4
+            lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{1.5 * k:.3f}\t{words(rng, k, 0)}\t"
+                         f"{words(rng, 0, 0, 3)}")
+        (directory / name).write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def write_rte(d: Path, n_train: int = 256, n_dev: int = 48, seed: int = 0) -> Path:
+    """Entailment decided by a sentiment word in the hypothesis: learnable by the tiny model."""
+    rng = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train.tsv", n_train), ("dev.tsv", n_dev)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            label = i % 2
+            premise = " ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 10)))
+            hyp = " ".join([rng.choice(FILLER), rng.choice(NEGATIVE if label else POSITIVE), rng.choice(FILLER)])
+            rows.append(f"{i}\t{premise}\t{hyp}\t{['entailment', 'not_entailment'][label]}")
+        (d / name).write_text("\n".join(rows) + "\n")
+    return d
+
+
+def _pair_rows(rng: random.Random, n: int):
+    """(first text, second text, 0/1) with the label decided by the second text's sentiment word."""
+    for i in range(n):
+        label = i % 2
+        yield (" ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 10))),
+               " ".join([rng.choice(FILLER), rng.choice(POSITIVE if label else NEGATIVE), rng.choice(FILLER)]), label)
+
+
+MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+               "sentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+MNLI_LABELS = ["entailment", "neutral", "contradiction"]
+
+
+def write_glue_pairs(task: str, d: Path, n_train: int = 128, n_dev: int = 48, seed: int = 0) -> Path:
+    """Files in the format of GLUE task `task` (cola, mrpc, wnli, qnli, qqp, mnli), with learnable labels."""
+    import json
+
+    rng = random.Random(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    if task == "cola":  # no header: source, label, original mark, sentence
+        for name, n in (("train.tsv", n_train), ("dev.tsv", n_dev)):
+            (d / name).write_text("".join(f"gj04\t{i % 2}\t{'' if i % 2 else '*'}\t{sentence(rng, i % 2)}\n"
+                                          for i in range(n)))
+    elif task == "mnli":
+        rows = [{"sentence1": a, "sentence2": b, "gold_label": "-" if i % 17 == 5 else MNLI_LABELS[2 * y]}
+                for i, (a, b, y) in enumerate(_pair_rows(rng, n_train))]
+        (d / "train_sample10k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+            lines = [MNLI_HEADER] + ["\t".join([str(i), "1", "1n", "slate", "x", "x", "x", "x", a, b,
+                                               MNLI_LABELS[2 * y], "", "", "", "", MNLI_LABELS[2 * y]])
+                                     for i, (a, b, y) in enumerate(_pair_rows(rng, n_dev))]
+            (d / name).write_text("\n".join(lines) + "\n")
+    else:
+        head, row = {
+            "mrpc": ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", lambda i, a, b, y: f"{y}\t{i}\t{i + 1}\t{a}\t{b}"),
+            "wnli": ("index\tsentence1\tsentence2\tlabel", lambda i, a, b, y: f"{i}\t{a}\t{b}\t{y}"),
+            "qnli": ("index\tquestion\tsentence\tlabel",
+                     lambda i, a, b, y: f"{i}\t{a} ?\t{b}\t{['not_entailment', 'entailment'][y]}"),
+            "qqp": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+                    lambda i, a, b, y: f"{i}\t{2 * i}\t{2 * i + 1}\t{a} ?\t{b} ?\t{y}"),
+        }[task]
+        files = (("dev.tsv", n_train + n_dev),) if task == "qnli" else (("train.tsv", n_train), ("dev.tsv", n_dev))
+        for name, n in files:  # QNLI here has a dev file only: runs carve it (--carve-eval)
+            (d / name).write_text("\n".join([head] + [row(i, *r) for i, r in enumerate(_pair_rows(rng, n))]) + "\n")
+    return d
+
+
+# CoNLL-2003-like sentences whose entities are decided by the words themselves
+NER_LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+NER_FIRST = ["Peter", "Mary", "John", "Anna", "Carlos", "Yuki"]
+NER_LAST = ["Blackburn", "Kowalczyk", "Smith", "Okonkwo", "Brown"]  # Kowalczyk, Okonkwo: 4 word pieces each
+NER_LOC = ["Paris", "London", "Berlin", "Tokyo", "Nairobi"]
+NER_ORG = [["Reuters"], ["NASA"], ["United", "Nations"], ["Fifa"]]
+NER_MISC = ["German", "British", "French"]
+NER_FILLER = ["the", "said", "on", "in", "visited", "with", "met", "today", "and", "a", "report", "was", "of", "to"]
+
+
+def synthetic_sentence(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """Entities decided by the word itself (learnable by the tiny model), except 'Jordan', a person or a place at
+    random, so predictions are never all correct."""
+    out = []
+    while len(out) < n:
+        r = rng.random()
+        if r < 0.12:
+            out += [(rng.choice(NER_FIRST), "B-PER"), (rng.choice(NER_LAST), "I-PER")]
+        elif r < 0.2:
+            out.append((rng.choice(NER_LOC), "B-LOC"))
+        elif r < 0.26:
+            out += [(w, ("B-" if i == 0 else "I-") + "ORG") for i, w in enumerate(rng.choice(NER_ORG))]
+        elif r < 0.3:
+            out.append((rng.choice(NER_MISC), "B-MISC"))
+        elif r < 0.34:
+            out.append(("Jordan", rng.choice(["B-PER", "B-LOC"])))
+        else:
+            out.append((rng.choice(NER_FILLER), "O"))
+    return out
+
+
+def write_conll(path: Path, n: int, seed: int, long_every: int) -> Path:
+    rng = random.Random(seed)
+    lines = ["-DOCSTART- -X- -X- O", ""]
+    for i in range(n):
+        ws = synthetic_sentence(rng, 40 if i % long_every == 0 else rng.randint(3, 12))
+        lines += [f"{w} NNP I-NP {t}" for w, t in ws] + [""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_conll_dir(d: Path, n_train: int = 256, n_dev: int = 64) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    write_conll(d / "train.txt", n_train, seed=0, long_every=16)
+    write_conll(d / "valid.txt", n_dev, seed=1, long_every=8)
+    write_conll(d / "test.txt", n_dev, seed=2, long_every=8)
+    return d
+
+
+COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
+QUESTIONS = ["which colour is mentioned ?", "what color appears in the text ?", "name the colour ."]
+
+
+def squad_json(rng: random.Random, n: int, prefix: str, references: int = 1) -> dict:
+    """Paragraphs of 10-70 filler words with one colour; the question asks for the colour (learnable by a tiny
+    model; the longer paragraphs need two windows at --max-length 64)."""
+    paragraphs = []
+    for i in range(n):
+        ws = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
+        at = rng.randrange(len(ws) + 1)
+        colour = rng.choice(COLOURS)
+        context = " ".join(ws[:at] + [colour.capitalize() if i % 3 == 0 else colour] + ws[at:])
+        start = len(" ".join(ws[:at])) + (1 if at else 0)
+        answers = [{"text": context[start:start + len(colour)], "answer_start": start}] * references
+        paragraphs.append({"context": context, "qas": [{"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS),
+                                                        "answers": answers}]})
+    return {"version": "1.1", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
+
+
+def write_squad(directory: Path, n_train: int = 240, n_dev: int = 48, bad_train_ids=(), seed: int = 0) -> Path:
+    import json
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    train = squad_json(rng, n_train, "t")
+    for p in train["data"][0]["paragraphs"]:
+        if p["qas"][0]["id"] in bad_train_ids:
+            p["qas"][0]["answers"][0]["answer_start"] += 1
+    (directory / "train.json").write_text(json.dumps(train))
+    (directory / "validation.json").write_text(json.dumps(squad_json(rng, n_dev, "v", references=2)))
+    return directory
+
+
+def squad_v2_json(rng: random.Random, n: int, prefix: str) -> dict:
+    """Paragraphs of 10-70 filler words; every other one has a colour (the answer), the rest none (unanswerable,
+    with a `plausible_answers` span as in the official files)."""
+    paragraphs = []
+    for i in range(n):
+        ws = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
+        qa = {"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS)}
+        if i % 2:
+            context = " ".join(ws)
+            qa.update(answers=[], is_impossible=True, plausible_answers=[{"text": ws[0], "answer_start": 0}])
+        else:
+            at, colour = rng.randrange(len(ws) + 1), rng.choice(COLOURS)
+            context = " ".join(ws[:at] + [colour] + ws[at:])
+            start = len(" ".join(ws[:at])) + (1 if at else 0)
+            qa.update(answers=[{"text": colour, "answer_start": start}], is_impossible=False)
+        paragraphs.append({"context": context, "qas": [qa]})
+    return {"version": "v2.0", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
+
+
+def write_squad_v2(directory: Path, n_train: int = 240, n_dev: int = 48, seed: int = 0) -> Path:
+    import json
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n, prefix in (("train.json", n_train, "t"), ("validation.json", n_dev, "v")):
+        (directory / name).write_text(json.dumps(squad_v2_json(rng, n, prefix), indent=1))  # one field a line
+    return directory
+
+
+def write_recipe_data(recipe: str, directory: Path) -> Path:
+    """Small learnable files in the format recipe `recipe` reads, in `directory` (its --data-dir)."""
+    if recipe == "sst2":
+        return write_sst2(directory, n_train=128, n_dev=48)
+    if recipe == "stsb":
+        return write_sts(directory, n_train=128, n_dev=48)
+    if recipe == "rte":
+        return write_rte(directory, n_train=128, n_dev=48)
+    if recipe == "conll2003":
+        return write_conll_dir(directory, n_train=96, n_dev=32)
+    if recipe == "squad":
+        return write_squad(directory, n_train=96, n_dev=32)
+    if recipe == "squad_v2":
+        return write_squad_v2(directory, n_train=96, n_dev=32)
+    return write_glue_pairs(recipe, directory)
+
+
+def make_fixed_tiny_bert(directory: Path) -> Path:
+    """A 2-layer, 32-wide BertModel whose weights come from numpy's seeded generator, not from transformers'
+    initialisation code, so it is the same model under every transformers version (recipe parity test)."""
+    import numpy as np
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    model = BertModel(config)
+    rng = np.random.default_rng(1234)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if "LayerNorm" in name:
+                p.fill_(1.0 if name.endswith("weight") else 0.0)
+            elif name.endswith("bias"):
+                p.zero_()
+            else:
+                p.copy_(torch.from_numpy(rng.normal(0.0, 0.02, tuple(p.shape)).astype(np.float32)))
+    model.save_pretrained(directory)
+    BertTokenizerFast(vocab=str(vocab_path()), do_lower_case=True).save_pretrained(directory)
+    return directory
+
+
+# The recipes the parity test runs, and the flags each needs beyond the shared ones (all generic or the task's own)
+PARITY_RECIPES = {"sst2": [], "cola": [], "stsb": [], "mrpc": [], "rte": [], "wnli": [], "qnli": ["--carve-eval", "20"],
+                  "mnli": [], "qqp": [], "conll2003": [],
+                  "squad": ["--max-question-length", "16", "--window-overlap", "16"],
+                  "squad_v2": ["--max-question-length", "16", "--window-overlap", "16"]}
+
+
+def recipe_fingerprint(recipe: str, model: Path, root: Path) -> dict:
+    """Train `recipe` for 12 steps of the fixed tiny model on its synthetic files (fp32, seed 42) through the CLI;
+    return every numeric metric of metrics.json (per split) and the last logged training loss."""
+    import json
+
+    from bertkit.cli import main
+
+    data, out = write_recipe_data(recipe, root / "data" / recipe), root / "runs" / recipe
+    code = main(["finetune", recipe, "--model", str(model), "--data-dir", str(data), "--precision", "fp32", "--lr",
+                 "1e-2", "--batch-size", "16", "--max-steps", "12", "--max-length", "64", "--seed", "42",
+                 "--output-dir", str(out), *PARITY_RECIPES[recipe]])
+    assert code == 0, recipe
+    metrics = json.loads((out / "metrics.json").read_text())
+    splits = {s: {k: v for k, v in m.items() if isinstance(v, (int, float))} for s, m in metrics.items()
+              if isinstance(m, dict) and s not in ("train", "data")}
+    loss = [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()][-1]
+    return {"metrics": splits, "last_loss": loss, "steps": metrics["train"]["steps"]}

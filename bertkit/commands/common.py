@@ -20,23 +20,53 @@ def add_inference_flags(p: argparse.ArgumentParser) -> None:
 
 
 def load_for_inference(args):
-    """The adapter matching the checkpoint's head, on the best device, with its resolved precision; with
-    `--backend onnx`, the export's adapter answering through ONNX Runtime, and the export's precision."""
+    """The task matching the checkpoint's head, on the best device, with its resolved precision; with
+    `--backend onnx`, the export's task answering through ONNX Runtime, and the export's precision."""
     from ..device import choose_precision, default_device
-    from ..tasks import adapter_for_checkpoint
+    from ..tasks import load_task
 
     if getattr(args, "backend", "torch") == "onnx":
-        from ..export.runtime import load_onnx_adapter, read_export
+        from ..export.runtime import load_onnx_task, read_export
 
         if args.precision not in ("auto", "fp32"):
             raise BertkitError(f"--precision {args.precision} is for the torch backend; an ONNX export runs as it "
                                "was exported (fp32, or int8 with bertkit export --quantize int8)")
-        return load_onnx_adapter(args.model), read_export(args.model)["precision"]
+        return load_onnx_task(args.model), read_export(args.model)["precision"]
 
-    adapter = adapter_for_checkpoint(args.model, allow_pickle=args.allow_pickle)
+    task = load_task(args.model, allow_pickle=args.allow_pickle)
     device = default_device()
-    adapter.model.to(device)
-    return adapter, choose_precision(args.precision, device).precision
+    task.model.to(device)
+    return task, choose_precision(args.precision, device).precision
+
+
+def model_task(argv: list[str] | None):
+    """(task class or None, error or None) of the `--model` on a command line: a run folder's, an export's or a
+    checkpoint's head task; nothing is loaded but config files."""
+    if not argv:
+        return None, None
+    model = next((a.split("=", 1)[1] for a in argv if a.startswith("--model=")), None)
+    if model is None and "--model" in argv[:-1]:
+        model = argv[argv.index("--model") + 1]
+    if model is None:
+        return None, None
+    from ..tasks import checkpoint_task
+
+    try:
+        return checkpoint_task(model)[0], None
+    except BertkitError as e:
+        return None, str(e)
+
+
+def quiet_libraries() -> None:
+    """No progress bars or loading reports from transformers and datasets (a short command prints its result and
+    nothing else; `--verbose` keeps them)."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
 
 
 def write_output(text: str, output: str | None, what: str) -> None:

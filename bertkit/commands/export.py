@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("export", help="export a run to ONNX (optionally int8) for ONNX Runtime",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a fine-tuned run folder, a checkpoint folder, or minilm-l6")

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("extract", help="extract contextual features (ELMo-style) to disk", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="minilm-l6, a local checkpoint folder, or a hub id")

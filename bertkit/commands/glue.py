@@ -2,9 +2,9 @@
 as the BERT paper's Table 1 (Devlin et al. 2019).
 
 For each task (`--tasks` to choose) the recipe is loaded with the command line's flags on top (`--model`, `--seeds`,
-`--epochs`, ...; flags that name a task's files or columns are refused) and run into `<output_dir>/<task>/`
-exactly as `bertkit finetune <task>` would. Data: `$BERTKIT_DATA_DIR/<task>/` (or `--data-dir ROOT` with one
-folder per task), else the hub's GLUE copy when online; a task with a validation file but no training file
+`--epochs`, ...; flags that name a task's files, columns or labels are refused) and run into `<output_dir>/<task>/`
+exactly as `bertkit finetune <task>` would. Data: `--data-dir ROOT/<task>/` (a root with one folder per task), else
+`$BERTKIT_DATA_DIR/<task>/`, else the hub's GLUE copy when online; a task with a validation file but no training file
 (QNLI here) is trained and measured on that file cut in two (`--carve-eval`, default 20 %), which the table marks.
 A task without data is listed as such. Resumable task by task: with `--resume`, a task whose `metrics.json`
 (`summary.json` with --seeds) exists is not run again and an interrupted one resumes from its checkpoint.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -37,26 +36,22 @@ COLUMNS = [("MNLI-m/mm", "mnli", "accuracy"), ("QQP", "qqp", "f1"), ("QNLI", "qn
            ("MRPC", "mrpc", "f1"), ("RTE", "rte", "accuracy")]
 WNLI = ("WNLI", "wnli", "accuracy")
 TASKS = [t for _, t, _ in COLUMNS] + ["wnli"]
-# flags that describe one task's data; the runner takes them from each task's recipe
-PER_TASK = ["train_file", "validation_files", "test_file", "text_column", "text_pair_column", "label_column",
+# flags that describe one task's data or head; the runner takes them from each task's recipe
+PER_TASK = ["name", "train_file", "validation_files", "test_file", "text_column", "text_pair_column", "label_column",
             "label_names", "skip_labels", "columns", "hub_dataset", "hub_config", "hub_splits", "hub_columns",
-            "hub_revision", "task", "adapter", "problem_type", "metrics", "main_metric", "class_weights",
-            "label_delimiter", "delimiter"]
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+            "hub_revision", "problem_type", "metrics", "main_metric", "class_weights", "label_delimiter",
+            "delimiter", "quoting"]
 
 
 def task_source(cfg) -> tuple[str | None, str]:
     """Where a task's data comes from: ('local' | 'carved' | 'hub' | None, a few words for the table)."""
-    from ..data.sources import local_path, resolve_data_dir
+    from ..data.sources import local_path, offline, resolve_data_dir
 
     data_dir = resolve_data_dir(cfg)
     if data_dir is None:
-        if cfg.hub_dataset and not _offline():
-            return "hub", f"hub {cfg.hub_dataset}/{cfg.hub_config}"
-        return None, "no local data" + (" (hub offline)" if cfg.hub_dataset else "")
+        if cfg.hub.dataset and not offline():
+            return "hub", f"hub {cfg.hub.dataset}/{cfg.hub.config}"
+        return None, "no local data" + (" (hub offline)" if cfg.hub.dataset else "")
     if local_path(data_dir, cfg.train_file).is_file():
         return "local", f"{data_dir}/{cfg.train_file}"
     if cfg.validation_files and local_path(data_dir, cfg.validation_files[0]).is_file():
@@ -77,7 +72,8 @@ def _values(path: Path, metric: str) -> tuple[list[str], dict[str, list[float]],
     else:
         folders = [path]
     runs = [json.loads((f / "metrics.json").read_text()) for f in folders]
-    carved = (yaml.safe_load((folders[0] / "config.yaml").read_text()) or {}).get("carve_eval")
+    saved = yaml.safe_load((folders[0] / "config.yaml").read_text()) or {}
+    carved = (saved.get("task_options") or saved).get("carve_eval")  # this version's layout, or 0.2's
     splits = eval_splits(runs[0])
     values = {s: [r[s][metric] for r in runs] for s in splits if metric in runs[0][s]}
     return splits, values, runs[0]["data"], carved, sum(r["train"]["train_seconds"] for r in runs)
@@ -149,24 +145,12 @@ def format_table(result: dict) -> str:
 
 
 def run_glue(args: argparse.Namespace) -> int:
-    if not args.data_dir:
-        return _run_glue(args)
-    previous = os.environ.get("BERTKIT_DATA_DIR")  # --data-dir: the root of the task folders, for this command
-    os.environ["BERTKIT_DATA_DIR"], args.data_dir = args.data_dir, None
-    try:
-        return _run_glue(args)
-    finally:
-        if previous is None:
-            del os.environ["BERTKIT_DATA_DIR"]
-        else:
-            os.environ["BERTKIT_DATA_DIR"] = previous
-
-
-def _run_glue(args: argparse.Namespace) -> int:
     from ..config import load_recipe
     from ..training.launch import is_main_process
+    from ..training.runs import finetune
+    from ..typed import check_type
     from ..utils import COMMAND, atomic_path, hardware, write_json
-    from .finetune import finetune, overrides_from
+    from .finetune import overrides_from
 
     t0 = time.perf_counter()
     overrides = overrides_from(args)
@@ -174,29 +158,33 @@ def _run_glue(args: argparse.Namespace) -> int:
     if bad:
         raise BertkitError(f"--{bad[0].replace('_', '-')} names one task's data; `finetune glue` takes each task's "
                            "from its recipe (data: BERTKIT_DATA_DIR or --data-dir with one folder per task)")
+    data_root = overrides.pop("data_dir", None)  # the root of the task folders
+    seeds = check_type("seeds", args.seeds, list[int]) if args.seeds else None
     tasks = [t.strip() for t in (args.tasks or ",".join(TASKS)).split(",") if t.strip()]
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise BertkitError(f"--tasks: unknown GLUE task(s) {', '.join(unknown)} (GLUE: {', '.join(TASKS)})")
     root = Path(overrides.pop("output_dir", None) or "runs/glue")
-    resume, carve = overrides.pop("resume", False), overrides.pop("carve_eval", None) or 20
-    if not resume and root.exists() and any(root.iterdir()):
+    carve = overrides.pop("carve_eval", None) or 20
+    if not args.resume and root.exists() and any(root.iterdir()):
         raise BertkitError(f"output folder {root} is not empty; pass --resume to continue it, or a new --output-dir")
     sources = {}
     for task in tasks:
         folder = root / task
-        cfg = load_recipe(task, {**overrides, "output_dir": str(folder)})
+        local = {"data_dir": str(Path(data_root) / task)} if data_root and (Path(data_root) / task).is_dir() else {}
+        cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)})
         kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
         if kind is None:
             print(f"glue: {task}: skipped ({sources[task]})")
             continue
-        if (folder / ("summary.json" if cfg.seeds else "metrics.json")).is_file():
+        if (folder / ("summary.json" if seeds else "metrics.json")).is_file():
             print(f"glue: {task}: finished before, not run again")
             continue
-        cfg.carve_eval = carve if kind == "carved" else None
-        cfg.resume = folder.is_dir() and any(folder.iterdir())
-        print(f"glue: {task}: {'resuming' if cfg.resume else 'training'} ({sources[task]})")
-        finetune(cfg)
+        if kind == "carved":
+            cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder), "carve_eval": carve})
+        resume = folder.is_dir() and any(folder.iterdir())
+        print(f"glue: {task}: {'resuming' if resume else 'training'} ({sources[task]})")
+        finetune(cfg, seeds=seeds, resume=resume, allow_pickle=args.allow_pickle)
     if not is_main_process():
         return 0
     if not any((root / t / "metrics.json").is_file() or (root / t / "summary.json").is_file() for t in TASKS):

@@ -21,14 +21,15 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import BertkitError
     from ..extract import FeatureExtractor
     from ..extract.probe import train_probe
-    from ..tasks import TokenClassification
+    from ..tasks import TokenClassification, get_task
     from ..utils import write_json
 
     cfg = load_recipe(args.task, {k: v for k, v in {"data_dir": args.data_dir, "max_train_samples":
                                                      args.max_train_samples}.items() if v is not None})
-    if cfg.adapter != "token-classification":
-        raise BertkitError(f"probe needs a tagging recipe (token-classification); {args.task} is {cfg.adapter}")
-    train, evals, labels = TokenClassification.load_data(cfg)
+    if not issubclass(get_task(cfg.task), TokenClassification):
+        raise BertkitError(f"probe needs a tagging recipe (token classification); {args.task} is a {cfg.task} "
+                           "recipe")
+    train, evals, labels = get_task(cfg.task).load_data(cfg)
     split, valid = next(iter(evals.items()))
     mix = args.combine == "scalar-mix"
     fx = FeatureExtractor(args.model, layers=args.layers, combine="none" if mix else args.combine, pool="first",
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("probe", help="train a small tagger on frozen features (feature-based NER)",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", help="a tagging recipe, e.g. conll2003 (its data; evaluated on its first validation file)")

@@ -32,11 +32,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for name in recipe_names():
         cfg = load_recipe(name)
-        print(f"{name:<10} {cfg.adapter:<24} {summary(recipe_path(name))}")
+        print(f"{name:<10} {cfg.task:<24} {summary(recipe_path(name))}")
     return 0
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("recipes", help="list the recipes, or show one", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", nargs="?", default="list", choices=["list", "show"])

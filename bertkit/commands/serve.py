@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
+def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("serve", help="serve a run over HTTP (predict, embed) with dynamic batching",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint (/embed only), or a "

@@ -10,7 +10,6 @@ A task without a training file can train and evaluate on its validation file cut
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import sys
@@ -106,30 +105,32 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
     return out
 
 
-def read_options(cfg) -> dict:
-    """The config's file-format and label settings, as keyword arguments of `read_classification_file`."""
-    return dict(text_column=cfg.text_column, label_column=cfg.label_column, text_pair_column=cfg.text_pair_column,
-                skip_labels=cfg.skip_labels, problem_type=cfg.problem_type, label_delimiter=cfg.label_delimiter,
-                delimiter=cfg.delimiter, quoting=cfg.quoting, columns=cfg.columns or None)
+def read_options(options) -> dict:
+    """The task options' file-format and label settings, as keyword arguments of `read_classification_file`."""
+    o = options
+    return dict(text_column=o.text_column, label_column=o.label_column, text_pair_column=o.text_pair_column,
+                skip_labels=o.skip_labels, problem_type=o.problem_type, label_delimiter=o.label_delimiter,
+                delimiter=o.separator, quoting=o.quoting, columns=o.columns or None)
 
 
-
-
-def _from_hub(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
-    splits = load_hub_splits(cfg)
+def _from_hub(cfg, splits: list[str], carve_percent: int | None, max_train, max_eval):
+    """(train, {split: examples}) from the hub: `splits` (train, then evaluation), or with `carve_percent` the first
+    evaluation split cut in two."""
+    o = cfg.task_options
+    data = load_hub_splits(cfg, splits)
 
     def convert(ds: datasets.Dataset, n) -> datasets.Dataset:
         if n is not None:
             ds = ds.select(range(min(n, len(ds))))
-        names = cfg.hub_columns or [c for c in (cfg.text_column, cfg.text_pair_column, cfg.label_column) if c]
+        names = o.hub_columns or [c for c in (o.text_column, o.text_pair_column, o.label_column) if c]
         keys = ["text", "text_pair", "label"] if len(names) == 3 else ["text", "label"]
-        return datasets.Dataset.from_dict({k: ds[c] for k, c in zip(keys, names)})
+        return datasets.Dataset.from_dict({k: ds[c] for k, c in zip(keys, names, strict=False)})
 
-    if cfg.carve_eval:  # the first evaluation split, cut in two
-        train, evals = carve(cfg, splits[1], cfg.hub_splits[1])
-        return convert(train, cfg.max_train_samples), {k: convert(v, cfg.max_eval_samples) for k, v in evals.items()}
-    evals = {s: convert(d, cfg.max_eval_samples) for s, d in zip(cfg.hub_splits[1:], splits[1:])}
-    return convert(splits[0], cfg.max_train_samples), evals
+    if carve_percent:  # the first evaluation split, cut in two
+        train, evals = carve(o, data[1], splits[1], carve_percent)
+        return convert(train, max_train), {k: convert(v, max_eval) for k, v in evals.items()}
+    evals = {s: convert(d, max_eval) for s, d in zip(splits[1:], data[1:], strict=True)}
+    return convert(data[0], max_train), evals
 
 
 def carved_name(stem: str, percent: int) -> str:
@@ -141,17 +142,17 @@ def in_carved_eval(text: str, percent: int) -> bool:
     return int(hashlib.sha256(text.strip().encode("utf-8")).hexdigest(), 16) % 100 < percent
 
 
-def carve(cfg, data, stem: str):
+def carve(options, data, stem: str, percent: int):
     """(train part, {'<stem>_carved<N>': evaluation part}) of one labelled set (a dict of lists or a Dataset whose
     first text column is `text`, or the hub's columns)."""
     ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(data)
-    column = "text" if "text" in ds.column_names else (cfg.hub_columns or [cfg.text_column])[0]
-    held = [in_carved_eval(t, cfg.carve_eval) for t in ds[column]]
+    column = "text" if "text" in ds.column_names else (options.hub_columns or [options.text_column])[0]
+    held = [in_carved_eval(t, percent) for t in ds[column]]
     train = ds.select([i for i, h in enumerate(held) if not h])
     evals = ds.select([i for i, h in enumerate(held) if h])
     if not len(train) or not len(evals):
-        raise BertkitError(f"carve_eval {cfg.carve_eval}: cutting {stem} ({len(ds)} rows) leaves an empty part")
-    return train, {carved_name(stem, cfg.carve_eval): evals}
+        raise BertkitError(f"carve_eval {percent}: cutting {stem} ({len(ds)} rows) leaves an empty part")
+    return train, {carved_name(stem, percent): evals}
 
 
 def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> DataError:
@@ -159,35 +160,38 @@ def _missing_train(cfg, train_path: Path, data_dir: Path | None) -> DataError:
     dev = local_path(data_dir, cfg.validation_files[0]) if cfg.validation_files else None
     msg = "file not found (the training file)"
     if dev is not None and dev.is_file():
-        msg += (f"; task '{cfg.task}' has only {dev.name} here. To train and measure on a split carved from it, add "
+        msg += (f"; '{cfg.name}' has only {dev.name} here. To train and measure on a split carved from it, add "
                 f"--carve-eval 20 (rows whose first text hashes below 20 of 100 evaluate, the rest train; the "
                 f"results name the split {carved_name(dev.stem, 20)}; not comparable to a full-training-set result)")
     return DataError(msg, file=train_path)
 
 
+def _first(ds: datasets.Dataset, n: int | None) -> datasets.Dataset:
+    return ds if n is None else ds.select(range(min(n, len(ds))))
+
+
 def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train set, evaluation sets by name (file stem), and label names, validated before anything is written."""
+    o = cfg.task_options
     data_dir = resolve_data_dir(cfg)
-    source = cfg.validation_files[0] if cfg.carve_eval else cfg.train_file
+    source = cfg.validation_files[0] if o.carve_eval else cfg.train_file
     if data_dir is None and not Path(source or "").is_absolute():
-        train, evals = _from_hub(cfg)
-        return train, evals, head_label_names(cfg)
-    label_names = head_label_names(cfg)
-    args = read_options(cfg)
+        train, evals = _from_hub(cfg, list(cfg.hub.splits), o.carve_eval, cfg.max_train_samples,
+                                 cfg.max_eval_samples)
+        return train, evals, head_label_names(o)
+    label_names = head_label_names(o)
+    args = read_options(o)
     train_path = local_path(data_dir, source)
-    if not train_path.is_file() and not cfg.carve_eval:
+    if not train_path.is_file() and not o.carve_eval:
         raise _missing_train(cfg, train_path, data_dir)
-    if not label_names and cfg.problem_type != REGRESSION:  # discover the label set from the training file
+    if not label_names and o.problem_type != REGRESSION:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
-        label_names = sorted({n for x in found for n in x} if cfg.problem_type == MULTI else set(found))
-    if cfg.carve_eval:
+        label_names = sorted({n for x in found for n in x} if o.problem_type == MULTI else set(found))
+    if o.carve_eval:
         whole = read_classification_file(train_path, **args, label_names=label_names)
-        train, evals = carve(cfg, whole, train_path.stem)
-        if cfg.max_train_samples is not None:
-            train = train.select(range(min(cfg.max_train_samples, len(train))))
-        if cfg.max_eval_samples is not None:
-            evals = {k: v.select(range(min(cfg.max_eval_samples, len(v)))) for k, v in evals.items()}
-        return train, evals, label_names
+        train, evals = carve(o, whole, train_path.stem, o.carve_eval)
+        return (_first(train, cfg.max_train_samples), {k: _first(v, cfg.max_eval_samples) for k, v in evals.items()},
+                label_names)
     train = read_classification_file(train_path, **args, label_names=label_names, max_samples=cfg.max_train_samples)
     evals = {}
     for name in cfg.validation_files:
@@ -197,29 +201,33 @@ def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.
     return datasets.Dataset.from_dict(train), evals, label_names
 
 
-def head_label_names(cfg) -> list[str]:
+def head_label_names(options) -> list[str]:
     """The recipe's label names; a regression head has one output, named by label_names or 'score'."""
-    if cfg.problem_type == REGRESSION:
-        if len(cfg.label_names) > 1:
-            raise BertkitError(f"a regression head has one output; label_names {cfg.label_names} names more")
-        return list(cfg.label_names) or ["score"]
-    return list(cfg.label_names)
+    if options.problem_type == REGRESSION:
+        if len(options.label_names) > 1:
+            raise BertkitError(f"a regression head has one output; label_names {options.label_names} names more")
+        return list(options.label_names) or ["score"]
+    return list(options.label_names)
 
 
 def load_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
     """One labelled evaluation set: an explicit file, or the recipe's file whose stem is `split` ('dev'),
     or its test file ('test'), or a carved evaluation split ('dev_carved20'), or (no local data) the hub split of
     that name."""
-    args = dict(read_options(cfg), label_names=label_names, max_samples=cfg.max_eval_samples)
+    o = cfg.task_options
+    args = dict(read_options(o), label_names=label_names)
     if file:
-        return datasets.Dataset.from_dict(read_classification_file(Path(file), **args))
+        return datasets.Dataset.from_dict(read_classification_file(Path(file), **args,
+                                                                   max_samples=cfg.max_eval_samples))
     stem, _, percent = split.rpartition("_carved")
-    if stem and percent.isdigit():  # the evaluation part of a carved split, cut by the same rule
-        whole = load_split(dataclasses.replace(cfg, max_eval_samples=None, carve_eval=None), stem, label_names)
-        evals = carve(dataclasses.replace(cfg, carve_eval=int(percent)), whole, stem)[1][split]
-        return evals.select(range(min(cfg.max_eval_samples or len(evals), len(evals))))
-    path = split_path(cfg, split)
-    if path is None:
-        cfg = dataclasses.replace(cfg, hub_splits=[cfg.hub_splits[0], split], carve_eval=None)
-        return _from_hub(cfg)[1][split]
-    return datasets.Dataset.from_dict(read_classification_file(path, **args))
+    carved = bool(stem) and percent.isdigit()
+    path = split_path(cfg, stem if carved else split)
+    if path is None:  # the hub
+        if carved:
+            return _first(_from_hub(cfg, [cfg.hub.splits[0], stem], int(percent), None, None)[1][split],
+                          cfg.max_eval_samples)
+        return _from_hub(cfg, [cfg.hub.splits[0], split], None, None, cfg.max_eval_samples)[1][split]
+    if carved:  # the evaluation part of a carved split, cut by the same rule
+        whole = read_classification_file(path, **args)
+        return _first(carve(o, whole, stem, int(percent))[1][split], cfg.max_eval_samples)
+    return datasets.Dataset.from_dict(read_classification_file(path, **args, max_samples=cfg.max_eval_samples))

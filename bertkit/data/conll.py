@@ -168,21 +168,22 @@ def _check_label_names(names: list[str], source: str) -> None:
 def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train set, evaluation sets by name (file stem), and label names, validated before anything is written.
     The label set comes from the whole training file (or the recipe's `label_names`, then every tag must be one)."""
+    o = cfg.task_options
     data_dir = resolve_data_dir(cfg)
     if data_dir is None and not Path(cfg.train_file or "").is_absolute():
         return _from_hub(cfg)
-    if cfg.label_names:
-        _check_label_names(cfg.label_names, "label_names")
+    if o.label_names:
+        _check_label_names(o.label_names, "label_names")
     train_path = local_path(data_dir, cfg.train_file)
-    train = read_conll_file(train_path, cfg.tag_column, cfg.label_names or None)
+    train = read_conll_file(train_path, o.tag_column, o.label_names or None)
     _report(train_path, train)
-    label_names = list(cfg.label_names) or label_names_for(train["tags"])
+    label_names = list(o.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
     for name in cfg.validation_files:
         path = local_path(data_dir, name)
-        data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
+        data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples)
         _report(path, data)
         evals[path.stem] = _dataset(data)
     return _dataset(train), evals, label_names
@@ -191,12 +192,13 @@ def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
 def load_conll_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
     """One tagged evaluation set: an explicit file, or the recipe's file whose stem is `split` ('valid'),
     or its test file ('test'), or (no local data) the hub split of that name."""
+    tag_column = cfg.task_options.tag_column
     if file:
-        return _dataset(read_conll_file(Path(file), cfg.tag_column, label_names, cfg.max_eval_samples))
+        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples))
     path = split_path(cfg, split)
     if path is None:
         return _hub_split(cfg, split, label_names, cfg.max_eval_samples)
-    data = read_conll_file(path, cfg.tag_column, label_names, cfg.max_eval_samples)
+    data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples)
     _report(path, data)
     return _dataset(data)
 
@@ -208,44 +210,46 @@ def _hub_tags(ds: datasets.Dataset, column: str, name: str) -> list[list[str]]:
     """Tag strings of a hub split: ClassLabel ids are mapped through their names (the hub's own order)."""
     if column not in ds.column_names:
         raise BertkitError(f"{name} has no column '{column}' (columns: {', '.join(ds.column_names)}); "
-                           "set label_column to the tag column")
+                           "set hub_columns to [token column, tag column]")
     feature = getattr(ds.features[column], "feature", None)
     names = getattr(feature, "names", None)
     return [[names[t] for t in row] if names else list(row) for row in ds[column]]
 
 
 def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int | None = None) -> datasets.Dataset:
-    """A hub split with `tokens` (cfg.text_column) and `tags` (cfg.label_column), validated and in IOB2."""
+    """A hub split with `tokens` and `tags` (from the options' `hub_columns`), validated and in IOB2."""
     ds = load_hub_splits(cfg, [split])[0]
-    name = f"{cfg.hub_dataset}[{split}]"
+    name = f"{cfg.hub.dataset}[{split}]"
+    token_column, tag_column = cfg.task_options.hub_columns
     if max_samples is not None:
         ds = ds.select(range(min(max_samples, len(ds))))
-    if cfg.text_column not in ds.column_names:
-        raise BertkitError(f"{name} has no column '{cfg.text_column}' (columns: {', '.join(ds.column_names)}); "
-                           "set text_column to the token column")
+    if token_column not in ds.column_names:
+        raise BertkitError(f"{name} has no column '{token_column}' (columns: {', '.join(ds.column_names)}); "
+                           "set hub_columns to [token column, tag column]")
     tokens, tags = [], []
-    for row, (words, row_tags) in enumerate(zip(ds[cfg.text_column], _hub_tags(ds, cfg.label_column, name)), 1):
+    for row, (words, row_tags) in enumerate(zip(ds[token_column], _hub_tags(ds, tag_column, name), strict=True), 1):
         if not words:  # the hub copy of CoNLL-2003 keeps a few empty rows
             continue
         for tag in row_tags:
             if not TAG.match(tag):
-                raise DataError(_tag_error(tag), file=name, line=row, field=cfg.label_column)
+                raise DataError(_tag_error(tag), file=name, line=row, field=tag_column)
         iob2, _ = to_iob2(row_tags)
         bad = [t for t in iob2 if label_names is not None and t not in label_names]
         if bad:
             raise DataError(f"tag {bad[0]!r} is not in the label set ({', '.join(label_names)})", file=name, line=row,
-                            field=cfg.label_column)
+                            field=tag_column)
         tokens.append(list(words))
         tags.append(iob2)
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
 
 
 def _from_hub(cfg):
-    train_split, *eval_splits = cfg.hub_splits
-    if cfg.label_names:
-        _check_label_names(cfg.label_names, "label_names")
-    train = _hub_split(cfg, train_split, cfg.label_names or None)
-    label_names = list(cfg.label_names) or label_names_for(train["tags"])
+    train_split, *eval_splits = cfg.hub.splits
+    given = cfg.task_options.label_names
+    if given:
+        _check_label_names(given, "label_names")
+    train = _hub_split(cfg, train_split, given or None)
+    label_names = list(given) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = train.select(range(min(cfg.max_train_samples, len(train))))
     evals = {s: _hub_split(cfg, s, label_names, cfg.max_eval_samples) for s in eval_splits}

@@ -1,4 +1,4 @@
-"""Where a task's data comes from: its local folder (`--data-dir`, else `$BERTKIT_DATA_DIR/<task>`), a named split's
+"""Where a run's data comes from: its local folder (`--data-dir`, else `$BERTKIT_DATA_DIR/<name>`), a named split's
 file in it, or, with no local files, the recipe's hub dataset (the one hub loader of every task)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from ..errors import BertkitError
 
 
 def resolve_data_dir(cfg) -> Path | None:
-    """`cfg.data_dir`, else `$BERTKIT_DATA_DIR/<task>`; None when neither exists (then the hub is tried)."""
+    """`cfg.data_dir`, else `$BERTKIT_DATA_DIR/<name>`; None when neither exists (then the hub is tried)."""
     if cfg.data_dir:
         path = Path(cfg.data_dir)
         if not path.is_dir():
             raise BertkitError(f"--data-dir {path} is not a folder")
         return path
     root = os.environ.get("BERTKIT_DATA_DIR")
-    if root and (Path(root) / cfg.task).is_dir():
-        return Path(root) / cfg.task
+    if root and (Path(root) / cfg.name).is_dir():
+        return Path(root) / cfg.name
     return None
 
 
@@ -27,23 +27,27 @@ def local_path(data_dir: Path | None, name: str) -> Path:
     return path if path.is_absolute() or data_dir is None else data_dir / path
 
 
+def offline() -> bool:
+    return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
 def load_hub_splits(cfg, splits: list[str] | None = None) -> list:
-    """The recipe's hub dataset, one Dataset per split name (default `cfg.hub_splits`); a clear error offline."""
-    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-    how = (f"No local data for task '{cfg.task}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
-           f"(a folder holding {cfg.task}/{cfg.train_file}) or --data-dir /path/to/{cfg.task}")
-    if not cfg.hub_dataset:
+    """The recipe's hub dataset, one Dataset per split name (default `cfg.hub.splits`); a clear error offline."""
+    hub = cfg.hub
+    how = (f"No local data for '{cfg.name}'. Point bertkit at it with BERTKIT_DATA_DIR=/path/to/data "
+           f"(a folder holding {cfg.name}/{cfg.train_file}) or --data-dir /path/to/{cfg.name}")
+    if not hub.dataset:
         raise BertkitError(how + ".")
-    if offline:
-        raise BertkitError(how + f"; the hub copy ({cfg.hub_dataset}) cannot be used because HF_HUB_OFFLINE or "
+    if offline():
+        raise BertkitError(how + f"; the hub copy ({hub.dataset}) cannot be used because HF_HUB_OFFLINE or "
                                  "HF_DATASETS_OFFLINE is set.")
     try:
         import datasets
 
-        return [datasets.load_dataset(cfg.hub_dataset, cfg.hub_config, revision=cfg.hub_revision, split=s)
-                for s in splits or cfg.hub_splits]
+        return [datasets.load_dataset(hub.dataset, hub.config, revision=hub.revision, split=s)
+                for s in splits or hub.splits]
     except Exception as e:  # connection errors come in many types
-        raise BertkitError(f"{how}; loading {cfg.hub_dataset} from the hub failed: {e}") from None
+        raise BertkitError(f"{how}; loading {hub.dataset} from the hub failed: {e}") from None
 
 
 def split_path(cfg, split: str) -> Path | None:
@@ -54,10 +58,10 @@ def split_path(cfg, split: str) -> Path | None:
     if cfg.test_file:
         names.setdefault("test", cfg.test_file)
     if data_dir is None and not Path(names.get(split, "")).is_absolute():
-        if split not in cfg.hub_splits and split not in names:
-            raise BertkitError(f"split '{split}' not known for task {cfg.task} (hub splits: {cfg.hub_splits})")
+        if split not in cfg.hub.splits and split not in names:
+            raise BertkitError(f"split '{split}' not known for {cfg.name} (hub splits: {cfg.hub.splits})")
         return None
     if split not in names:
-        raise BertkitError(f"split '{split}' not known for task {cfg.task} (local splits: {', '.join(names)}); "
+        raise BertkitError(f"split '{split}' not known for {cfg.name} (local splits: {', '.join(names)}); "
                            "or pass --file")
     return local_path(data_dir, names[split])

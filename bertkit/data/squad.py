@@ -219,8 +219,9 @@ def _hub_records(ds: datasets.Dataset):
 def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
     out = []
     for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits):
-        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub_dataset} ({name})", cfg.skip_bad_examples, n,
-                                       cfg.allow_no_answer)
+        o = cfg.task_options
+        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub.dataset} ({name})", o.skip_bad_examples, n,
+                                       o.allow_no_answer)
         out.append(datasets.Dataset.from_dict(columns, features=FEATURES))
     return out
 
@@ -252,16 +253,17 @@ def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
 
 def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train questions, evaluation questions by name (file stem or hub split), and no label names."""
+    o, splits = cfg.task_options, list(cfg.hub.splits)
     data_dir = resolve_data_dir(cfg)
     if data_dir is None and not Path(cfg.train_file or "").is_absolute():
-        limits = [cfg.max_train_samples] + [cfg.max_eval_samples] * (len(cfg.hub_splits) - 1)
-        train, *evals = _from_hub(cfg, list(cfg.hub_splits), limits)
-        return _train_answers(train, cfg.train_answer), dict(zip(cfg.hub_splits[1:], evals)), []
+        limits = [cfg.max_train_samples] + [cfg.max_eval_samples] * (len(splits) - 1)
+        train, *evals = _from_hub(cfg, splits, limits)
+        return _train_answers(train, o.train_answer), dict(zip(splits[1:], evals, strict=True)), []
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
-    read = dict(skip_bad=cfg.skip_bad_examples, no_answer=cfg.allow_no_answer)
+    read = dict(skip_bad=o.skip_bad_examples, no_answer=o.allow_no_answer)
     train, _ = read_squad_file(local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
-    train = _train_answers(train, cfg.train_answer)
+    train = _train_answers(train, o.train_answer)
     evals = {}
     for name in cfg.validation_files:
         path = local_path(data_dir, name)
@@ -272,7 +274,8 @@ def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
 def load_squad_split(cfg, split: str, file: str | None = None) -> datasets.Dataset:
     """One labelled split: an explicit file, the recipe's validation file whose stem is `split`, its test file
     ('test'), or (no local data) the hub split of that name."""
-    read = dict(skip_bad=cfg.skip_bad_examples, max_samples=cfg.max_eval_samples, no_answer=cfg.allow_no_answer)
+    o = cfg.task_options
+    read = dict(skip_bad=o.skip_bad_examples, max_samples=cfg.max_eval_samples, no_answer=o.allow_no_answer)
     if file:
         return read_squad_file(Path(file), **read)[0]
     path = split_path(cfg, split)

@@ -92,16 +92,18 @@ def _inputs(tokenizer, texts: list[str], names: list[str]) -> dict[str, torch.Te
 
 
 def export_graph(module: torch.nn.Module, path: Path, example: dict, output_names: list[str]) -> None:
-    """`module` → ONNX at `path`, batch and sequence dynamic on every input."""
+    """`module` → ONNX at `path`, every axis of every input dynamic: [batch, sequence], or [batch, choices,
+    sequence] for multiple choice."""
     import warnings
 
-    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     names = list(example)
+    axes = ["batch", "choices", "sequence"] if example[names[0]].dim() == 3 else ["batch", "sequence"]
+    dims = {a: torch.export.Dim(a) for a in axes}
     with quiet("torch.onnx"), warnings.catch_warnings():  # "torchvision is not installed", axis-naming notes
         warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), tuple(example.values()), str(path), dynamo=True, opset_version=OPSET,
                           input_names=names, output_names=output_names, external_data=False, verbose=False,
-                          dynamic_shapes={n: {0: batch, 1: sequence} for n in names})
+                          dynamic_shapes={n: {i: dims[a] for i, a in enumerate(axes)} for n in names})
 
 
 def check_graph(module: torch.nn.Module, path: Path, inputs: dict) -> float:
@@ -112,7 +114,7 @@ def check_graph(module: torch.nn.Module, path: Path, inputs: dict) -> float:
         expected = [t.float().numpy() for t in module(**inputs)]
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
-    return max(float(np.abs(e - g).max()) for e, g in zip(expected, got))
+    return max(float(np.abs(e - g).max()) for e, g in zip(expected, got, strict=True))
 
 
 def quantize_int8(path: Path, per_channel: bool = True) -> None:
@@ -137,7 +139,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
 
     from ..extract.layers import parse_layers
     from ..models import load_pretrained, load_tokenizer
-    from ..tasks import head_class
+    from ..tasks import head_task
 
     if quantize not in (None, "int8"):
         raise BertkitError(f"--quantize {quantize!r}: only int8 (dynamic quantisation) is supported")
@@ -145,11 +147,12 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise BertkitError(f"output folder {output} is not empty")
     path, local = resolve_model(model)
-    head_cls = head_class(model)
+    head_cls = head_task(model)
     tokenizer = load_tokenizer(model)
+    task = None
     if head_cls is not None:
-        adapter = head_cls.from_pretrained(model)
-        task_model, keys = adapter.model.float().eval(), adapter.output_keys
+        task = head_cls.from_pretrained(model)
+        task_model, keys = task.model.float().eval(), task.output_keys
         base = task_model.base_model
     elif not features:
         raise BertkitError(f"{model} has no task head: there is nothing to export without features.onnx")
@@ -159,13 +162,14 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     chosen = list(dict.fromkeys(chosen))  # each hidden state once, in the order asked for
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names
                                                else [])
-    example, check = _inputs(tokenizer, SAMPLE, names), _inputs(tokenizer, CHECK, names)
     graphs = {}
     with atomic_path(output, is_dir=True) as tmp, tempfile.TemporaryDirectory() as scratch:
         todo = ([("model.onnx", Head(task_model, keys), list(keys))] if task_model is not None else []) + \
                ([("features.onnx", Features(base, chosen), [f"hidden_state_{k}" for k in chosen])] if chosen else [])
         for name, module, outputs in todo:
             print(f"exporting {name} ({', '.join(outputs[:3])}{', ...' if len(outputs) > 3 else ''})", file=sys.stderr)
+            inputs = task.export_inputs if name == "model.onnx" else lambda texts, n: _inputs(tokenizer, texts, n)
+            example, check = inputs(SAMPLE, names), inputs(CHECK, names)
             target = Path(scratch) / name
             export_graph(module, target, example, outputs)
             diff = check_graph(module, target, check)
@@ -183,6 +187,8 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
         info = {"source": str(model), "format": "onnx", "opset": OPSET, "quantize": quantize,
                 "per_channel": per_channel if quantize else None,
                 "precision": quantize or "fp32", "task_head": head_cls.__name__ if head_cls else None,
+                "task": head_cls.name if head_cls else None,
+                "pipeline_tag": head_cls.pipeline_tag if head_cls else None,
                 "layers": chosen, "graphs": graphs,
                 "versions": versions("bertkit", "torch", "transformers", "onnx", "onnxruntime", "onnxscript")}
         (tmp / "export.json").write_text(json.dumps(info, indent=2) + "\n")

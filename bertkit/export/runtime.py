@@ -1,14 +1,14 @@
 """Running an ONNX export (`bertkit export`) with ONNX Runtime on CPU: the same adapters, encoding and
 post-processing as with torch; only the forward pass is swapped.
 
-- `load_onnx_adapter(folder)`: the export's task adapter, with an `OnnxRunner` as its `runner`: `predict`, `infer`
-  and `score` work as on the torch adapter. Its `model` is a weightless stand-in on torch's meta device, built from
+- `load_onnx_task(folder)`: the export's task, with an `OnnxRunner` as its `runner`: `predict`, `infer` and
+  `score` work as on the torch task. Its `model` is a weightless stand-in on torch's meta device, built from
   config.json: the adapter reads the config (labels, window length, casing) from it; the weights are in model.onnx.
 - `OnnxFeatureExtractor(folder, ...)`: `FeatureExtractor` whose `hidden_states` come from features.onnx.
 
 Example:
 ```python
->>> clf = load_onnx_adapter("runs/sst2-onnx")
+>>> clf = load_onnx_task("runs/sst2-onnx")
 >>> clf.predict(["a gripping, funny film"])[0]["label"]
 'positive'
 ```
@@ -71,32 +71,36 @@ class OnnxRunner:
         for idx in sorted_batches(lengths, batch_size):
             batch = adapter.collate(take_rows(features, idx))
             keys = list(adapter.output_keys)
-            arrays = dict(zip(keys, self.session.run(keys, feed(batch, self.inputs))))
+            arrays = dict(zip(keys, self.session.run(keys, feed(batch, self.inputs)), strict=True))
             for j, i in enumerate(idx):  # arrays: [batch, (sequence,) ...] padded
                 results[i] = {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j]
                               for k, a in arrays.items()}
         return results
 
 
-def load_onnx_adapter(folder, threads: int | None = None):
-    """The task adapter of an export folder, answering through model.onnx (`threads`: see `session`)."""
+def load_onnx_task(folder, threads: int | None = None):
+    """The task of an export folder, answering through model.onnx (`threads`: see `session`)."""
     from transformers import AutoConfig
 
     from ..models import load_tokenizer
-    from ..tasks import adapter_class_for_checkpoint
+    from ..tasks import checkpoint_task
 
     info = read_export(folder)
     if "model.onnx" not in info["graphs"]:
         raise BertkitError(f"{folder} holds no task head (model.onnx): it was exported from a base checkpoint, for "
                            "feature extraction only")
-    cls, path = adapter_class_for_checkpoint(str(folder))
+    cls, path = checkpoint_task(str(folder))
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     with torch.device("meta"):  # shapes and config only: no memory, no initialisation
         model = cls.auto_model_class.from_config(config)
     max_length, options = cls.run_settings(path)
-    adapter = cls(model, load_tokenizer(path), None, max_length, **options)
-    adapter.runner = OnnxRunner(session(Path(path) / "model.onnx", threads))
-    return adapter
+    task = cls(model, load_tokenizer(path), None, max_length, options)
+    task.source = str(folder)
+    task.runner = OnnxRunner(session(Path(path) / "model.onnx", threads))
+    return task
+
+
+load_onnx_adapter = load_onnx_task  # the 0.2 name
 
 
 class OnnxFeatureExtractor(FeatureExtractor):

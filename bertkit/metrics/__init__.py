@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 
 import evaluate
 
 from ..errors import BertkitError
-from ..validation import BUILTIN_METRICS, check_metric_names
+
 from .classification import F1, Accuracy, MatthewsCorrelation
 from .multi_label import MULTI_LABEL_BUILTIN
 from .ner import NER_BUILTIN
@@ -57,9 +58,10 @@ def resolve_metric(spec, builtins: dict | None = None, allow_hub: bool = False, 
     if isinstance(spec, evaluate.EvaluationModule):
         return _from_module(spec)
     if isinstance(spec, str):
-        if spec in BUILTIN_METRICS:
-            raise BertkitError(f"metric '{spec}' is not one of this task's ({', '.join(builtins)})")
-        check_metric_names([spec], allow_hub, "metric")
+        if not Path(spec).exists() and not allow_hub:
+            raise BertkitError(f"metric '{spec}' is not one of this task's ({', '.join(builtins)}) nor a local metric "
+                               "script (a name from the Hugging Face hub is loaded only with allow_hub=True: "
+                               "evaluate.load downloads its code and runs it)")
         try:
             return _from_module(evaluate.load(spec))
         except Exception as e:

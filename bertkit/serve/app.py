@@ -4,7 +4,7 @@ FastAPI rather than bare Starlette (which it is built on): the request bodies ar
 schema (`/openapi.json`, `/docs`) and the per-field validation come from one declaration instead of a hand-kept
 schema and hand-written checks. Endpoints:
 
-    POST /predict    the run's task, the answers `bertkit predict` writes (see `schemas.py` for the bodies)
+    POST /predict    the run's task, the answers `bertkit predict` writes (the body is the task's: `serve_request`)
     POST /embed      features as `bertkit extract` computes them: layers, combine, pool
     GET  /health     liveness and queue counters
     GET  /metadata   task, labels, model, max length, precision, backend, limits, versions
@@ -14,8 +14,6 @@ Errors: 400 bad input (malformed JSON, wrong types, unknown fields, empty texts,
 with Retry-After when the queue is full. A client that disconnects is dropped from the queue; on SIGTERM uvicorn
 stops accepting connections and answers the requests it has before the app shuts down.
 """
-
-from __future__ import annotations
 
 import asyncio
 import json
@@ -32,21 +30,7 @@ from .. import __version__
 from ..errors import BertkitError
 from .batcher import Batcher, QueueFull
 from .engine import Engine, Job
-from .schemas import (
-    ApiError,
-    ClassifyRequest,
-    Embeddings,
-    EmbedRequest,
-    ErrorBody,
-    Limits,
-    Predictions,
-    QARequest,
-    TokenRequest,
-    classify_items,
-    embed_items,
-    qa_items,
-    token_items,
-)
+from .schemas import ApiError, Embeddings, EmbedRequest, ErrorBody, Limits, Predictions, embed_items
 
 log = logging.getLogger("bertkit.serve")
 ERRORS = {status: {"model": ErrorBody} for status in (400, 413, 429)}
@@ -157,7 +141,7 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 64
               flush=True)
 
     app = FastAPI(title="bertkit serve", version=__version__, lifespan=lifespan,
-                  description=f"{engine.model}: task {engine.task or 'none (feature extraction only)'}, "
+                  description=f"{engine.model}: task {engine.task_name or 'none (feature extraction only)'}, "
                               f"{engine.backend} backend, {engine.precision}; dynamic batching up to {max_batch} "
                               f"items or {max_wait_ms} ms.")
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
@@ -206,21 +190,13 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 64
         return {**engine.metadata(), "limits": vars(limits),
                 "batching": {"max_batch": max_batch, "max_wait_ms": max_wait_ms, "max_queue": max_queue}}
 
-    doc = dict(response_model=Predictions, responses=ERRORS, summary=f"{engine.task}: as `bertkit predict`")
-    if engine.task == "sequence-classification":
-        @app.post("/predict", **doc)
-        async def predict(body: ClassifyRequest, request: Request):
-            items = classify_items(body, limits, engine.pairs)
-            key = ("classify", body.text_pairs is not None)
-            return await answer(request, Job(key, items, {"probs": body.probs}), "texts")
-    elif engine.task == "token-classification":
-        @app.post("/predict", **doc)
-        async def predict(body: TokenRequest, request: Request):
-            return await answer(request, Job(("ner",), token_items(body, limits)), "sentences")
-    elif engine.task == "question-answering":
-        @app.post("/predict", **doc)
-        async def predict(body: QARequest, request: Request):
-            return await answer(request, Job(("qa",), qa_items(body, limits)), "questions")
+    if engine.task is not None:
+        RequestBody, field = engine.task.serve_request()
+
+        @app.post("/predict", response_model=Predictions, responses=ERRORS,
+                  summary=f"{engine.task_name}: as `bertkit predict`")
+        async def predict(body: RequestBody, request: Request):  # noqa: F821 (the task's model, made above)
+            return await answer(request, engine.predict_job(body, limits), field)
 
     if engine.extractor is not None:
         @app.post("/embed", response_model=Embeddings, responses=ERRORS,

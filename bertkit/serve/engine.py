@@ -1,10 +1,11 @@
 """The model behind `bertkit serve`: a task adapter and a feature extractor over the same encoder, with torch or
 ONNX Runtime underneath, answering batches of requests.
 
-A batch (`run`) holds the items of several requests. Requests of one kind (single texts, pairs, NER, QA, one
-embedding setting) are joined into one call of the adapter's own `predict` (or the extractor), which sorts them by
-length into model batches and gives the answers back in order: exactly what `bertkit predict` and `bertkit
-extract` compute. If a call fails on bad input (`BertkitError`), each request is retried alone, so one bad request
+A batch (`run`) holds the items of several requests. Requests with the same key (the task's input rows of one
+kind, e.g. single texts or pairs; one embedding setting) are joined into one call of the task's `predict_rows` (or
+the extractor), which sorts them by length into model batches and gives the answers back in order: exactly what
+`bertkit predict` and `bertkit extract` compute. The engine knows no task: the task says how a request body becomes
+rows (`serve_rows`) and how an answer is written (`echo`). If a call fails on bad input (`BertkitError`), each request is retried alone, so one bad request
 gets its 400 without failing the others.
 """
 
@@ -15,7 +16,6 @@ import platform
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import BertkitError
 
@@ -39,20 +39,16 @@ class Engine:
         """Build, warm up and run it on one thread (`bertkit serve` keeps a single model thread): torch's OpenMP
         threads belong to the thread that starts them. `threads`: intra-op threads of torch / onnxruntime (None:
         their defaults); `batch_size`: items per model batch inside a call."""
-        from ..models import resolve_model
-
         self.model, self.backend, self.batch_size = model, backend, batch_size
-        path, local = resolve_model(model)
-        self.run_config = Path(path) / "config.yaml" if local and (Path(path) / "config.yaml").is_file() else None
         if backend == "onnx":
-            from ..export.runtime import OnnxFeatureExtractor, load_onnx_adapter, read_export
+            from ..export.runtime import OnnxFeatureExtractor, load_onnx_task, read_export
 
             info = read_export(model)
             if precision not in ("auto", "fp32"):
                 raise BertkitError(f"--precision {precision} is for the torch backend; an ONNX export runs as "
                                    "exported (fp32 or int8)")
             self.precision = info["precision"]
-            self.adapter = load_onnx_adapter(model, threads) if "model.onnx" in info["graphs"] else None
+            self.task = load_onnx_task(model, threads) if "model.onnx" in info["graphs"] else None
             self.extractor = (OnnxFeatureExtractor(model, ",".join(map(str, info["layers"])), batch_size=batch_size,
                                                    max_length=embed_max_length, threads=threads)
                               if "features.onnx" in info["graphs"] else None)
@@ -61,39 +57,32 @@ class Engine:
 
             from ..device import choose_precision, default_device
             from ..extract import FeatureExtractor
-            from ..tasks import adapter_for_checkpoint, head_class
+            from ..tasks import head_task, load_task
 
             if threads:
                 torch.set_num_threads(threads)
             device = default_device()
             self.precision = choose_precision(precision, device).precision
-            self.adapter = adapter_for_checkpoint(model, allow_pickle) if head_class(model) else None
-            if self.adapter is not None:
-                self.adapter.model.to(device).eval()
-                base, tokenizer = self.adapter.model.base_model, self.adapter.tokenizer
+            self.task = load_task(model, allow_pickle) if head_task(model) else None
+            if self.task is not None:
+                self.task.model.to(device).eval()
+                base, tokenizer = self.task.model.base_model, self.task.tokenizer
                 self.extractor = FeatureExtractor(base, "last", precision=self.precision, batch_size=batch_size,
                                                   max_length=embed_max_length, device=str(device), tokenizer=tokenizer)
             else:
                 self.extractor = FeatureExtractor(model, "last", precision=self.precision, batch_size=batch_size,
                                                   max_length=embed_max_length, device=str(device))
-        from ..config import load_run_config
-        from ..tasks import ADAPTERS
-
-        cfg = load_run_config(self.run_config) if self.run_config else None
-        self.task = next((name for name, cls in ADAPTERS.items() if isinstance(self.adapter, cls)), None)
-        self.run_task = cfg.task if cfg else None  # the recipe: sst2, conll2003, ...
-        # a classifier trained on pairs needs them, one trained on single texts refuses them; unknown: either
-        self.pairs = cfg.text_pair_column is not None if cfg and self.task == "sequence-classification" else None
+        self.task_name = self.task.name if self.task is not None else None
 
     def metadata(self) -> dict:
         from .. import __version__
         from ..utils import versions
 
-        meta = {"model": self.model, "backend": self.backend, "task": self.task, "precision": self.precision,
-                "endpoints": (["/predict"] if self.adapter else []) + (["/embed"] if self.extractor else [])}
-        if self.adapter is not None:
-            meta.update(run_task=self.run_task, labels=self.adapter.label_names or None,
-                        max_length=self.adapter.max_length, pairs=self.pairs)
+        meta = {"model": self.model, "backend": self.backend, "task": self.task_name, "precision": self.precision,
+                "endpoints": (["/predict"] if self.task else []) + (["/embed"] if self.extractor else [])}
+        if self.task is not None:
+            meta.update(labels=self.task.label_names or None, max_length=self.task.max_length,
+                        inputs={k: getattr(t, "__name__", str(t)) for k, t in self.task.input_fields.items()})
         if self.extractor is not None:
             meta["embed"] = {"hidden_layers": self.extractor.config.num_hidden_layers,
                              "hidden_size": self.extractor.config.hidden_size,
@@ -104,16 +93,16 @@ class Engine:
         meta["versions"] = {"bertkit": __version__, **versions(*names), "python": platform.python_version()}
         return meta
 
+    def predict_job(self, body, limits) -> Job:
+        """The job of a `POST /predict` body (already validated by its pydantic model); ApiError on bad input."""
+        rows, key, options = self.task.serve_rows(body, limits)
+        return Job(("predict", *key), rows, options)
+
     def warm_up(self) -> None:
         """One small call of each endpoint's path, so that the first requests do not pay for lazy set-up."""
-        if self.task == "sequence-classification":
-            self.run([Job(("classify", bool(self.pairs)), [("warm up", "warm up" if self.pairs else None)])])
-        elif self.task == "token-classification":
-            self.run([Job(("ner",), ["warm up"])])
-        elif self.task == "question-answering":
-            from .schemas import Question
-
-            self.run([Job(("qa",), [Question(question="warm up ?", context="warm up")])])
+        if self.task is not None:
+            request, _ = self.task.serve_request()
+            self.run([self.predict_job(request.model_validate(self.task.serve_warm_up()), _NO_LIMITS)])
         if self.extractor is not None:
             self.run([Job(("embed", ",".join(map(str, self.extractor.layers)), "concat", "mean"), ["warm up"])])
 
@@ -125,7 +114,7 @@ class Engine:
             groups[job.key].append(job)
         for key, group in groups.items():
             try:
-                answers = self._call(key, [item for job in group for item in job.items])
+                answers = self._call(key, [item for job in group for item in job.items], group[0].options)
             except BertkitError as e:
                 if len(group) > 1:  # find the request at fault: each alone
                     for job in group:
@@ -140,43 +129,34 @@ class Engine:
                 continue
             start = 0
             for job in group:
-                job.result = [self._format(key, item, answer, job.options)
-                              for item, answer in zip(job.items, answers[start:start + len(job.items)])]
+                job.result = [self._format(key, item, answer)
+                              for item, answer in zip(job.items, answers[start:start + len(job.items)], strict=True)]
                 start += len(job.items)
 
-    def _call(self, key: tuple, items: list) -> list:
-        kind, bs, precision = key[0], self.batch_size, self.precision
-        if kind == "classify":  # items: (text, pair or None); key[1]: pairs or not
-            return self.adapter.predict([t for t, _ in items], [p for _, p in items] if key[1] else None,
-                                        batch_size=bs, precision=precision, with_probs=True)
-        if kind == "ner":
-            return self.adapter.predict(items, batch_size=bs, precision=precision)
-        if kind == "qa":
-            return self.adapter.predict([q.question for q in items], [q.context for q in items], batch_size=bs,
-                                        precision=precision)
-        if kind == "embed":  # key: (embed, layers, combine, pool)
+    def _call(self, key: tuple, items: list, options: dict) -> list:
+        if key[0] == "predict":  # items: the task's input rows
+            return self.task.predict_rows(items, self.batch_size, self.precision, **options)
+        if key[0] == "embed":  # key: (embed, layers, combine, pool)
             from ..extract.inputs import split_text
 
             fx = self.extractor.with_settings(*key[1:])
             words = [split_text(x, fx.tokenizer) if isinstance(x, str) else list(x) for x in items]
-            return list(zip(words, fx(words)))
-        raise ValueError(f"unknown job kind {kind!r}")
+            return list(zip(words, fx(words), strict=True))
+        raise ValueError(f"unknown job kind {key[0]!r}")
 
-    @staticmethod
-    def _format(key: tuple, item, answer, options: dict) -> dict:
+    def _format(self, key: tuple, item, answer) -> dict:
         """One answer as `bertkit predict` writes it (a JSONL row), or one embedding."""
-        kind = key[0]
-        if kind == "classify":
-            text, pair = item
-            if not options.get("probs"):
-                answer = {k: v for k, v in answer.items() if k != "probabilities"}
-            return {"text": text, **({"text_pair": pair} if pair is not None else {}), **answer}
-        if kind == "qa":
-            return {**({"id": item.id} if item.id is not None else {}), **answer}
-        if kind == "embed":
+        if key[0] == "embed":
             words, vectors = answer
             return {"words": words, "vectors": vectors}  # a numpy array: made a JSON list off the model thread
-        return answer
+        return self.task.echo(item, answer)
+
+
+class _Unlimited:
+    max_items = max_text_chars = max_body_bytes = 10**9
+
+
+_NO_LIMITS = _Unlimited()
 
 
 def _locate(e: BertkitError) -> tuple[str, str]:

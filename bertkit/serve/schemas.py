@@ -1,6 +1,7 @@
-"""Request and response bodies of `bertkit serve` (pydantic: they are also the OpenAPI schema), and the checks the
-schema cannot express: empty texts (400), item counts and text sizes over the server's limits (413), pairs given to
-a single-text model or missing for a pair model (400). Every error names its field, e.g. `texts[2]`.
+"""Request and response bodies of `bertkit serve` that are not a task's (pydantic: they are also the OpenAPI schema):
+`/embed`, errors, and the default `{"inputs": [rows]}` body of a task's `/predict` (`rows_request`); and the checks
+a schema cannot express: empty texts (400), item counts and text sizes over the server's limits (413). Every error
+names its field, e.g. `texts[2]`. A task's own body lives with the task (`bertkit/tasks/*_io.py`).
 
 Requests are strict: unknown fields, and values of another JSON type (a number for a text, "true" for true), are
 errors rather than guesses.
@@ -36,29 +37,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class ClassifyRequest(Strict):
-    texts: list[str] = Field(description="texts to label", examples=[["a gripping, funny film"]])
-    text_pairs: list[str] | None = Field(None, description="the second text of each pair, for a model trained on "
-                                                           "pairs (MRPC, RTE, MNLI); one per text")
-    probs: bool = Field(False, description="add the probability of every label")
-
-
-class TokenRequest(Strict):
-    sentences: list[str | list[str]] = Field(
-        description="raw text (split into words; entities get character offsets) or a list of words",
-        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
-
-
-class Question(Strict):
-    question: str
-    context: str
-    id: str | int | None = None
-
-
-class QARequest(Strict):
-    questions: list[Question] = Field(description="questions, each with the context holding its answer")
-
-
 class EmbedRequest(Strict):
     texts: list[str] | None = Field(None, description="raw text, split into words as `bertkit extract` does")
     words: list[list[str]] | None = Field(None, description="pre-tokenised sentences (instead of texts)")
@@ -68,41 +46,9 @@ class EmbedRequest(Strict):
     pool: Literal["first", "last", "mean", "cls", "sentence-mean", "none"] = "mean"
 
 
-# --- responses (documentation: answers are the rows `bertkit predict` writes) ----------------------------------
-class ClassifyPrediction(BaseModel):
-    text: str
-    text_pair: str | None = Field(None, description="present for pairs")
-    label: str
-    score: float
-    probabilities: dict[str, float] | None = Field(None, description="present with probs: true")
-
-
-class Entity(BaseModel):
-    type: str
-    text: str
-    word_start: int
-    word_end: int = Field(description="exclusive")
-    start: int | None = Field(None, description="character offset (raw-text input)")
-    end: int | None = Field(None, description="character offset, exclusive (raw-text input)")
-
-
-class TokenPrediction(BaseModel):
-    text: str | None = Field(None, description="present for raw-text input")
-    tokens: list[str]
-    tags: list[str]
-    entities: list[Entity]
-
-
-class Answer(BaseModel):
-    id: str | int | None = Field(None, description="present when the question had one")
-    answer: str
-    score: float = Field(description="the answer's probability among the n best spans")
-    start: int = Field(description="character offset into the context")
-    end: int = Field(description="exclusive")
-
-
+# --- responses ----------------------------------------------------------------------------------------------------
 class Predictions(BaseModel):
-    predictions: list[ClassifyPrediction] | list[TokenPrediction] | list[Answer]
+    predictions: list[dict] = Field(description="one answer per input, as `bertkit predict` writes them (JSONL rows)")
 
 
 class Embedding(BaseModel):
@@ -147,38 +93,30 @@ def check_words(field: str, words: list[str], limits: Limits) -> None:
         raise ApiError(413, field, f"over {limits.max_text_chars} characters; the server's limit")
 
 
-def classify_items(body: ClassifyRequest, limits: Limits, pairs: bool | None) -> list[tuple[str, str | None]]:
-    """(text, text pair or None) per item. `pairs`: the model was trained on pairs (True), single texts (False),
-    unknown (None: a checkpoint without bertkit's run config takes either)."""
-    check_count("texts", len(body.texts), limits)
-    for i, t in enumerate(body.texts):
-        check_text(f"texts[{i}]", t, limits)
-    if body.text_pairs is None:
-        if pairs:
-            raise ApiError(400, "text_pairs", "this model classifies pairs of texts: give text_pairs, one per text")
-        return [(t, None) for t in body.texts]
-    if pairs is False:
-        raise ApiError(400, "text_pairs", "this model classifies single texts: leave out text_pairs")
-    if len(body.text_pairs) != len(body.texts):
-        raise ApiError(400, "text_pairs", f"{len(body.text_pairs)} pairs for {len(body.texts)} texts")
-    for i, t in enumerate(body.text_pairs):
-        check_text(f"text_pairs[{i}]", t, limits)
-    return list(zip(body.texts, body.text_pairs))
+def rows_request(name: str, fields: dict, optional: dict | None = None) -> type[BaseModel]:
+    """A request model `{"inputs": [row, ...]}` whose rows have `fields` (text, or a list of texts) and the
+    `optional` ones: the default body of a task's `POST /predict` (rows as `bertkit predict` reads them)."""
+    from pydantic import create_model
+
+    kinds = {str: str, list: list[str]}
+    row = create_model(f"{name}Input", __base__=Strict, **{k: (kinds.get(t, t), ...) for k, t in fields.items()},
+                       **{k: (kinds.get(t, t) | None, None) for k, t in (optional or {}).items()})
+    return create_model(f"{name}Request", __base__=Strict, inputs=(list[row], Field(description="input rows")))
 
 
-def token_items(body: TokenRequest, limits: Limits) -> list[str | list[str]]:
-    check_count("sentences", len(body.sentences), limits)
-    for i, s in enumerate(body.sentences):
-        (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
-    return list(body.sentences)
-
-
-def qa_items(body: QARequest, limits: Limits) -> list[Question]:
-    check_count("questions", len(body.questions), limits)
-    for i, q in enumerate(body.questions):
-        check_text(f"questions[{i}].question", q.question, limits)
-        check_text(f"questions[{i}].context", q.context, limits)
-    return list(body.questions)
+def check_rows(field: str, rows: list[dict], fields: dict, limits: Limits) -> None:
+    """Count, and every text of every row non-empty and within the limits."""
+    check_count(field, len(rows), limits)
+    for i, row in enumerate(rows):
+        for name, kind in fields.items():
+            where = f"{field}[{i}].{name}"
+            if kind is str:
+                check_text(where, row[name], limits)
+            else:
+                if not row[name]:
+                    raise ApiError(400, where, "empty list")
+                for j, text in enumerate(row[name]):
+                    check_text(f"{where}[{j}]", text, limits)
 
 
 def embed_items(body: EmbedRequest, limits: Limits) -> list[str | list[str]]:

@@ -1,150 +1,223 @@
-"""The contract every task adapter fulfils; the trainer and the CLI speak only to this interface.
+"""The contract every task fulfils. The trainer, `evaluate`, `predict`, `serve`, `export` and the reports speak only
+to this interface; a task is one class (with its options dataclass) and nothing outside `bertkit/tasks/` knows it
+by name.
 
-An adapter owns a tokenizer, a Hugging Face model and the label names, and knows how to
-1. `encode` raw examples (a `datasets.Dataset`) into model features (with a `length` column),
-2. `collate` features into a padded batch,
-3. `score` model outputs against the raw examples (metrics + predictions),
-4. `save` itself as a plain Hugging Face folder that `AutoModelFor...` loads without bertkit,
-5. `write_predictions` of an evaluation split into the run folder (JSONL; a task may add its own formats).
+A task owns a tokenizer, a Hugging Face model with the task's head, its label names and its options, and knows
+1. its **options** (`Options`, a frozen dataclass: recipe keys under `task_options:`, flat command-line flags);
+2. its **data**: `load_data(cfg)` reads and checks the run's files (or the hub) into examples, `load_split` one split;
+3. **features**: `examples` (a Dataset from lists), `encode` (examples → model inputs with a `length` column),
+   `collate` (features → a padded batch), `compute_loss`;
+4. **answers**: `score` (model outputs → metrics and one prediction per example), `write_predictions`;
+5. **saving**: `save` writes a plain Hugging Face folder that its `auto_model_class` loads without bertkit;
+6. **inference**: `predict_rows` answers input rows (the JSONL shape `bertkit predict` reads and `serve` accepts;
+   `input_fields` declares them), `read_inputs`/`format_rows` for `bertkit predict` files, `serve_request` for the
+   HTTP body, `export_inputs` for the ONNX graph's example inputs;
+7. **reports**: `report_plots` adds its figures to report.md; `pipeline_tag` and `auto_model_class` go in the model
+   card and export.json.
+Everything here has a default, so a task of one's own writes only what differs (examples/custom_task.py).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 import torch
 
+from ..errors import BertkitError, DataError
 from ..inference import forward_all
 from ..models import load_pretrained, load_tokenizer, resolve_model
+from ..typed import build
 from ..utils import atomic_path
 
 
-def head_labels(name: str) -> list[str] | None:
-    """The label names of a fine-tuned local checkpoint's head; None for a base model or a hub id."""
+@dataclass(frozen=True)
+class NoOptions:
+    """A task without options of its own."""
+
+
+def head_labels(name: str, architecture: str) -> list[str] | None:
+    """The label names of a local checkpoint whose head is `*architecture`; None for a base model or a hub id."""
     path, local = resolve_model(name)
     config = json.loads((Path(path) / "config.json").read_text()) if local else {}
-    heads = ("ForSequenceClassification", "ForTokenClassification")
-    if not any(a.endswith(heads) for a in config.get("architectures") or []) or "id2label" not in config:
+    if not any(a.endswith(architecture) for a in config.get("architectures") or []) or "id2label" not in config:
         return None
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
 
 
-class Adapter:
-    name = ""  # the `adapter` field of a run config, e.g. "sequence-classification"
+class Task:
+    # --- what the task is (class attributes a task sets) ------------------------------------------------------
+    name = ""  # registry key, the `task` of a run config, e.g. "sequence-classification"
+    Options = NoOptions  # the task's own options (recipe `task_options:`, flat flags)
     auto_model_class = None  # e.g. transformers.AutoModelForSequenceClassification
-    output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference
+    architecture = ""  # config.json `architectures` suffix of this task's head, e.g. "ForSequenceClassification"
+    pipeline_tag: str | None = None  # the Hub's name of the task (model card, export.json)
+    output_keys: tuple[str, ...] = ("logits",)  # model outputs kept by inference (and the ONNX graph's outputs)
     sequence_outputs: tuple[str, ...] = ()  # those with a sequence axis (cut to each feature's length)
     label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
-    default_max_length: int = 128  # word pieces per input when none is given (e.g. loading a run for predict)
-    metric_builtins: dict | None = None  # metric name → evaluate module class; None: the classification built-ins
+    default_max_length = 128  # word pieces per input when none is given
+    named_labels = True  # the head's outputs are named classes (config id2label); QA's start/end are not
+    metric_builtins: dict = {}  # metric name → evaluate module class, computed locally
+    default_metrics: tuple[str, ...] = ()  # metrics when the recipe names none; the first selects the best model
+    lower_is_better: frozenset = frozenset()  # metric names whose best value is the lowest
+    uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler applies)
+    input_fields: dict[str, type] = {}  # one prediction input: field → str or list (of texts) (JSONL rows, serve)
+    optional_fields: dict[str, type] = {"id": str | int}  # fields an input row may have
     runner = None  # None: the torch model through `forward_all`; else a callable with its contract (ONNX Runtime)
 
-    def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None):
+    def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None,
+                 options=None):
         self.model, self.tokenizer = model, tokenizer
-        self.source = getattr(model.config, "_name_or_path", "")  # what it was loaded from (from_pretrained: the name)
+        self.options = options if options is not None else self.Options()
+        self.source = getattr(model.config, "_name_or_path", "")  # what it was loaded from (from_pretrained: name)
         self.max_length = max_length or self.default_max_length
         self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
 
-    @staticmethod
-    def _labels_from_config(config) -> list[str]:
+    def _labels_from_config(self, config) -> list[str]:
+        if not self.named_labels:
+            return []  # config.num_labels sizes the head; it names no labels
         return [config.id2label[i] for i in range(len(config.id2label))]
 
+    # --- which class (a task may have variants, e.g. heads chosen by problem_type) ----------------------------
+    @classmethod
+    def resolve(cls, options) -> type[Task]:
+        """The class that runs with `options` (itself, unless the task has variants)."""
+        return cls
+
+    @classmethod
+    def for_checkpoint(cls, config: dict) -> type[Task] | None:
+        """This task's class for a checkpoint's config.json (its `architectures`), or None when it is not one."""
+        if cls.architecture and any(a.endswith(cls.architecture) for a in config.get("architectures") or []):
+            return cls
+        return None
+
+    @classmethod
+    def metrics_for(cls, options) -> tuple[dict, tuple[str, ...]]:
+        """(built-in metrics, default metric names) of the task with `options`."""
+        task = cls.resolve(options)
+        return task.metric_builtins, task.default_metrics
+
+    @classmethod
+    def check_metrics(cls, metrics: list, options, source: str) -> None:
+        """Refuse a metric name that is not this task's and not a local metric script (the hub is never asked)."""
+        builtins = cls.metrics_for(options)[0]
+        for name in metrics:
+            if name not in builtins and not Path(name).exists():
+                raise BertkitError(f"{source}: metric {name!r} is not one of the {cls.name} task's "
+                                   f"({', '.join(builtins)}) nor a local metric script")
+
+    # --- construction ------------------------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
-                        allow_pickle: bool = False, **options):
-        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels.
-        `options` are the adapter's own constructor settings (see `options_from_config`). A bertkit run folder
-        (one with the run's config.yaml) brings its own max length and settings unless they are given here,
-        so evaluate and predict encode exactly as the run did (e.g. the same NER or QA windows)."""
+                        allow_pickle: bool = False, options=None, **option_values):
+        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels. The task's
+        options are `options` (an `Options` instance) or given by name (`doc_pooling="mean"`); a bertkit run folder
+        brings its own options and max length (its config.yaml) under those given here, so that evaluate and
+        predict encode exactly as the run did."""
         path, local = resolve_model(name)
-        if local:
-            max_length, options = cls.run_settings(path, max_length, options)
-        kwargs, old = {}, None
+        saved_length, base = cls.run_settings(path) if local else (None, None)
+        max_length = max_length or saved_length
+        if options is None:
+            options = build(cls.Options, option_values, "options", base=base)
+        elif option_values:
+            options = build(cls.Options, option_values, "options", base=options)
+        if isinstance(options, cls.Options) and cls.resolve(options) is not cls:
+            cls = cls.resolve(options)
+        elif base is None and local:
+            found = cls.for_checkpoint(json.loads((Path(path) / "config.json").read_text()))
+            cls = found if found is not None and issubclass(found, cls) else cls
+        kwargs, old = cls._head_kwargs(label_names), None
         if label_names:
-            kwargs = dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
-                          label2id={n: i for i, n in enumerate(label_names)})
-            old = head_labels(name)
+            old = head_labels(name, cls.architecture)
             if old is not None and old != list(label_names):  # a run of another task (e.g. MNLI before RTE)
                 kwargs["ignore_mismatched_sizes"] = True
         model = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle, **kwargs)
         if old is not None and old != list(label_names):
-            head = getattr(model, "classifier", None)
-            if isinstance(head, torch.nn.Linear):  # same size, other labels: still a new head
-                torch.nn.init.normal_(head.weight, std=model.config.initializer_range)
-                torch.nn.init.zeros_(head.bias)
+            cls._new_head(model)
             print(f"{name}: its head for {old} is replaced by a new one for {list(label_names)}", file=sys.stderr)
-        adapter = cls(model, load_tokenizer(name), label_names, max_length, **options)
-        adapter.source = name
-        return adapter
+        task = cls(model, load_tokenizer(name), label_names, max_length, options)
+        task.source = name
+        return task
 
     @classmethod
-    def run_settings(cls, path, max_length: int | None = None, options: dict | None = None) -> tuple[int | None, dict]:
-        """(max length, adapter settings) of a bertkit run folder (one with the run's config.yaml), under the ones
-        given; a folder without config.yaml: those given."""
+    def run_settings(cls, path) -> tuple[int | None, object]:
+        """(max length, options) recorded in a bertkit run folder's config.yaml; (None, None) for other folders."""
         run = Path(path) / "config.yaml"
         if not run.is_file():
-            return max_length, dict(options or {})
+            return None, None
         from ..config import load_run_config
 
-        cfg = load_run_config(run)
-        return max_length or cfg.max_length, {**cls.options_from_config(cfg), **(options or {})}
+        saved = load_run_config(run)
+        return (saved.max_length, saved.task_options) if isinstance(saved.task_options, cls.Options) else (None, None)
 
     @classmethod
-    def options_from_config(cls, cfg) -> dict:
-        """Task-specific constructor settings taken from a run config (QA: window overlap, answer length...)."""
-        return {}
+    def _head_kwargs(cls, label_names) -> dict:
+        """`from_pretrained` arguments that size a new head for `label_names`."""
+        if not label_names:
+            return {}
+        return dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
+                    label2id={n: i for i, n in enumerate(label_names)})
 
-    def run_fields(self) -> dict:
-        """The run-config fields that describe this adapter as it is (its model, max length, labels and task
-        settings): what a run folder records, whichever config the trainer was given (CLI or notebook)."""
-        return {"adapter": self.name, "model": self.source, "max_length": self.max_length,
-                "label_names": list(self.label_names)}
+    @staticmethod
+    def _new_head(model) -> None:
+        """Re-initialise a head that kept its shape but now stands for other labels."""
+        head = getattr(model, "classifier", None)
+        if isinstance(head, torch.nn.Linear):
+            torch.nn.init.normal_(head.weight, std=model.config.initializer_range)
+            torch.nn.init.zeros_(head.bias)
 
     @classmethod
-    def from_config(cls, cfg, label_names: list[str] | None = None):
-        """The adapter a run config asks for: `cfg.model` with a head for `label_names` and the task's settings."""
-        return cls.from_pretrained(cfg.model, label_names=label_names, max_length=cfg.max_length,
-                                   allow_pickle=cfg.allow_pickle, **cls.options_from_config(cfg))
+    def from_config(cls, cfg, label_names: list[str] | None = None, allow_pickle: bool = False):
+        """The task a run config asks for: `cfg.model` with a head for `label_names` and the run's options."""
+        return cls.resolve(cfg.task_options).from_pretrained(cfg.model, label_names=label_names,
+                                                             max_length=cfg.max_length, allow_pickle=allow_pickle,
+                                                             options=cfg.task_options)
 
-    # --- to implement per task -------------------------------------------------------------------
-    data_loader = None  # staticmethod(cfg) -> (train examples, {eval name: examples}, label names)
-    split_loader = None  # staticmethod(cfg, split, label_names, file) -> examples of one labelled split
+    def run_options(self):
+        """The options that describe this task as it is (what a run folder records)."""
+        return self.options
 
+    # --- data ------------------------------------------------------------------------------------------------
     @classmethod
     def load_data(cls, cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
-        """Read and validate the recipe's data: (train examples, {eval name: examples}, label names).
-        Called before anything is written, so bad input leaves no run folder behind."""
-        return cls.data_loader(cfg)
+        """Read and validate the run's data: (train examples, {eval name: examples}, label names). Called before
+        anything is written, so bad input leaves no run folder behind."""
+        raise NotImplementedError(f"task {cls.name} reads no data files")
 
     @classmethod
     def load_split(cls, cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
         """One labelled split by name ('dev', 'test', a validation file's stem) or an explicit file."""
-        return cls.split_loader(cfg, split, label_names, file)
+        raise NotImplementedError(f"task {cls.name} reads no data files")
 
-    def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
-        raise NotImplementedError
+    @classmethod
+    def prepare_options(cls, options, train: datasets.Dataset, label_names: list[str], log=print):
+        """The options a run records once its training data is known (e.g. class weights 'balanced' → numbers)."""
+        return options
 
-    def collate(self, features: list[dict]) -> dict:
-        raise NotImplementedError
-
-    def score(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
-              metric_hooks) -> tuple[dict, list[dict]]:
-        """Return (metrics, one prediction dict per example)."""
-        raise NotImplementedError
-
-    # --- shared ------------------------------------------------------------------------------------
+    # --- features and training --------------------------------------------------------------------------------
     def examples(self, data) -> datasets.Dataset:
         """Training or evaluation examples as a Dataset: a Dataset as it is, or a dict of lists; label names in a
-        `label` column are mapped to ids. A task whose labels are not class names (regression, several labels per
-        example) converts them here."""
+        `label` column are mapped to ids."""
         ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
         if "label" in ds.column_names and len(ds) and isinstance(ds[0]["label"], str):
             names = self.label_names
             ds = ds.map(lambda ex: {"label": names.index(ex["label"])})
         return ds
+
+    def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
+        raise NotImplementedError
+
+    def collate(self, features: list[dict]) -> dict:
+        """Padded model inputs (and targets) of a batch of feature rows."""
+        from transformers import DataCollatorWithPadding
+
+        if getattr(self, "_collator", None) is None:
+            self._collator = DataCollatorWithPadding(self.tokenizer)
+        keep = [k for k in features[0] if k in ("input_ids", "token_type_ids", "attention_mask", *self.label_keys)]
+        return self._collator([{k: f[k] for k in keep} for f in features])
 
     def pad_to_multiple_of(self, multiple: int | None) -> None:
         """Pad batches to a multiple of `multiple` positions (8 on GPUs: tensor-core friendly shapes)."""
@@ -152,20 +225,29 @@ class Adapter:
         if collator is not None and hasattr(collator, "pad_to_multiple_of"):
             collator.pad_to_multiple_of = multiple
 
-    def infer(self, features: datasets.Dataset, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
-        """Model outputs for tokenised `features`, one dict per feature in input order (`forward_all`'s contract);
-        `predict` goes through here, so an adapter given another `runner` (an exported ONNX graph) answers the same
-        way from the same encoding and post-processing."""
-        return (self.runner or forward_all)(self, features, batch_size, precision)
-
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
-        """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`.
-        A task with its own loss (class weights, say) computes it from the outputs here."""
+        """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`."""
         return model(**batch).loss
 
+    def infer(self, features: datasets.Dataset, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
+        """Model outputs for tokenised `features`, one dict per feature in input order (`forward_all`'s contract);
+        an adapter given another `runner` (an exported ONNX graph) answers the same way."""
+        return (self.runner or forward_all)(self, features, batch_size, precision)
+
+    # --- answers ---------------------------------------------------------------------------------------------
+    def score(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
+              metric_hooks) -> tuple[dict, list[dict]]:
+        """(metrics, one prediction dict per example)."""
+        raise NotImplementedError
+
+    def write_predictions(self, directory, split: str, predictions: list[dict], main: bool = False) -> None:
+        """One evaluation split's predictions in the run folder: `predictions_<split>.jsonl` (a task may add its
+        own formats); `main` marks the split that selects the best model."""
+        with atomic_path(Path(directory) / f"predictions_{split}.jsonl") as p:
+            p.write_text("".join(json.dumps(x) + "\n" for x in predictions))
+
     def save(self, directory, state_dict: dict | None = None) -> Path:
-        """Write a standard Hugging Face folder (safetensors, config with id2label, tokenizer), atomically.
-        An adapter without label names (QA) leaves the config's id2label as it is: it sizes the head.
+        """A standard Hugging Face folder (safetensors, config with id2label, tokenizer), written atomically.
         `state_dict`: the weights to write (default: the model's own; a distributed run passes the gathered ones)."""
         with atomic_path(directory, is_dir=True) as tmp:
             if self.label_names:
@@ -175,9 +257,102 @@ class Adapter:
             self.tokenizer.save_pretrained(tmp)
         return Path(directory)
 
-    def write_predictions(self, directory, split: str, predictions: list[dict], main: bool = False) -> None:
-        """Write one evaluation split's predictions into the run folder: `predictions_<split>.jsonl`.
-        Tasks with their own formats (QA: `predictions.json` for the official script) add files here;
-        `main` marks the split that selects the best model."""
-        with atomic_path(Path(directory) / f"predictions_{split}.jsonl") as p:
-            p.write_text("".join(json.dumps(x) + "\n" for x in predictions))
+    # --- inference on rows: `bertkit predict`, `serve`, notebooks ------------------------------------------------
+    def predict_rows(self, rows: list[dict], batch_size: int = 64, precision: str = "fp32", **options) -> list[dict]:
+        """One answer (a JSON-ready dict) per input row, in order. Rows have the `input_fields`; `options` are
+        per-call output choices (e.g. probabilities). The default encodes the rows as examples and scores them."""
+        examples = self.examples(datasets.Dataset.from_list([{k: r[k] for k in self.input_fields} for r in rows]))
+        features = self.encode(examples)
+        _, predictions = self.score(self.infer(features, batch_size, precision), examples, features, None)
+        return predictions
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        """`bertkit predict` flags of this task (added to the command once the model's task is known)."""
+
+    @classmethod
+    def predict_options(cls, args) -> dict:
+        """`predict_rows` options from this task's `bertkit predict` flags (e.g. probabilities)."""
+        return {}
+
+    @classmethod
+    def read_inputs(cls, source: str, args) -> list[dict]:
+        """`bertkit predict --input`: rows with the `input_fields`, read and checked line by line (JSONL by
+        default; `-` is standard input)."""
+        from ..data.readers import iter_jsonl, source_name
+
+        name, rows = source_name(source), []
+        for line, row in iter_jsonl(source):
+            rows.append(cls.check_row(row, name, line))
+        if not rows:
+            raise DataError("no input rows", file=name)
+        return rows
+
+    @classmethod
+    def check_row(cls, row: dict, file=None, line=None) -> dict:
+        """An input row checked against `input_fields` (non-empty text, or a non-empty list of texts); extra keys
+        (an `id`) are kept."""
+        for name, kind in cls.input_fields.items():
+            value = row.get(name)
+            if value is None:
+                raise DataError("missing field", file=file, line=line, field=name)
+            texts = value if kind is not str and isinstance(value, list) else [value]
+            if kind is not str and not isinstance(value, list) or not texts:
+                raise DataError(f"must be a non-empty list of texts, got {value!r:.40}", file=file, line=line,
+                                field=name)
+            for text in texts:
+                if not isinstance(text, str) or not text.strip():
+                    raise DataError("empty text" if isinstance(text, str) else f"must be text, got {text!r:.40}",
+                                    file=file, line=line, field=name)
+        if "id" in row and (not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool)):
+            raise DataError(f"id must be a string or a number, got {row['id']!r:.40}", file=file, line=line,
+                            field="id")
+        return row
+
+    def format_rows(self, rows: list[dict], answers: list[dict], args) -> str:
+        """`bertkit predict`'s output: one JSON line per row, its `id` (if any) first."""
+        return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        """One output line: the answer, with the row's `id` (if any) first."""
+        return {**({"id": row["id"]} if "id" in row else {}), **answer}
+
+    # --- serve ------------------------------------------------------------------------------------------------
+    def serve_request(self):
+        """(pydantic request model, field of its items): the body of `POST /predict`. Default: `{"inputs": [row,
+        ...]}` with rows as `predict` reads them."""
+        from ..serve.schemas import rows_request
+
+        return rows_request(type(self).__name__, self.input_fields, self.optional_fields), "inputs"
+
+    def serve_rows(self, body, limits) -> tuple[list[dict], tuple, dict]:
+        """(rows, key, options) of a request body, checked against the server's limits; requests with the same key
+        share a model call."""
+        from ..serve.schemas import check_rows
+
+        rows = [item.model_dump(exclude_none=True) for item in body.inputs]
+        check_rows("inputs", rows, self.input_fields, limits)
+        return rows, (), {}
+
+    def serve_warm_up(self) -> dict:
+        """A small request body, run once before the server opens."""
+        return {"inputs": [{k: "warm up" if t is str else ["warm up", "warm up"] for k, t in
+                            self.input_fields.items()}]}
+
+    # --- export -----------------------------------------------------------------------------------------------
+    def export_inputs(self, texts: list[str], names: list[str]) -> dict[str, torch.Tensor]:
+        """Example inputs of the ONNX graph (`names`: the model's input names), from a few texts: [batch, sequence]
+        each. Their axes after the batch are dynamic too."""
+        enc = self.tokenizer(texts, padding=True, return_tensors="pt")
+        return {n: enc[n] if n in enc else torch.zeros_like(enc["input_ids"]) for n in names}
+
+    # --- reports ----------------------------------------------------------------------------------------------
+    @classmethod
+    def report_plots(cls, run: Path, split: str, predictions: list[dict], metrics: dict,
+                     label_names: list[str]) -> list[str]:
+        """Figures of one evaluation split for report.md (PNG file names written into `run`)."""
+        return []
+
+
+Adapter = Task  # the 0.2 name

@@ -1,14 +1,16 @@
 """Sequence (and sentence-pair) classification from the [CLS] vector: SST-2, and GLUE tasks alike.
 
 Input `[CLS] text [SEP] (text_pair [SEP])` → BERT → pooled [CLS] (dense + tanh) → dropout → linear → logits.
-Pairs are truncated longest-first; segment ids (token_type_ids) mark the second text. The same module holds what
-every sequence-classification head shares (the regression and multi-label heads subclass it):
+Pairs are truncated longest-first; segment ids (token_type_ids) mark the second text. The head's `problem_type`
+(Hugging Face's name, saved in the checkpoint) picks one of three heads: single-label (this module), regression
+(`regression.py`) and multi-label (`multi_label.py`), which share what is here:
 - long texts (`doc_pooling` mean/max): instead of keeping the first `max_length` word pieces, the tokenizer cuts the
   text (of a pair: the second text) into overlapping windows (`doc_window_overlap` pieces shared; its
   `return_overflowing_tokens`), each window a feature carrying the row of its text (`example_index`) and, in
   training, the text's label; evaluation and prediction pool the windows' logits per text (mean or max);
 - class weights: a weighted cross-entropy in `compute_loss` (`resolve_class_weights` turns 'balanced' into
   numbers from the training labels).
+Data: GLUE TSV, CSV, JSONL or parquet through `bertkit/data/classification.py`; options in `ClassificationOptions`.
 
 Example:
 ```python
@@ -20,6 +22,9 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from pathlib import Path
+
 import datasets
 import numpy as np
 import torch
@@ -29,10 +34,79 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 from ..data.classification import load_classification_data, load_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
-from ..metrics import compute_metrics
-from .base import Adapter
+from ..metrics import BUILTIN, compute_metrics
+from ..typed import option
+from .base import Task
+from .registry import register_task
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
+
+
+@dataclass(frozen=True)
+class ClassificationOptions:
+    """Options of sequence classification: where the texts and labels are, and the head."""
+
+    # data: columns and file format
+    text_column: str = option("sentence", "Column with the text.")
+    text_pair_column: str | None = option(None, "Column with the second text of a pair.")
+    label_column: str = option("label", "Column with the label (a label name, or its index in label_names).")
+    label_names: list[str] = option([], "Label names in id order; they become id2label in the checkpoint (default: "
+                                        "the training file's labels, sorted).")
+    skip_labels: list[str] = option([], "Rows with these labels are skipped and counted (MultiNLI's '-': no "
+                                        "majority).")
+    columns: list[str] = option([], "Delimited files without a header row (CoLA, the STS Benchmark): names of their "
+                                    "fields, in order; fields past these are ignored. A file whose first row names "
+                                    "every column read is taken to have a header (GLUE's STS-B TSV).")
+    delimiter: str | None = option(None, "Field separator of delimited files: one character, or 'tab' (default: tab "
+                                         "for .tsv, comma for .csv).")
+    quoting: str = option("auto", "Delimited files: 'none' (GLUE: quote characters are text), 'csv' (quoted fields "
+                                  "as pandas and spreadsheets write them; texts may span lines), or 'auto' (.csv: "
+                                  "csv; tab-separated: none unless the file reads only as quoted).",
+                          choices=["auto", "none", "csv"])
+    carve_eval: int | None = option(None, "Train and evaluate on one labelled file, the first validation file, cut by "
+                                          "a fixed rule (for tasks whose training set is missing, QNLI here): rows "
+                                          "whose first text's SHA-256 modulo 100 is below N form the evaluation "
+                                          "split, named '<file stem>_carved<N>' in results; the others train.")
+    hub_columns: list[str] = option([], "Hub column names for text, (text pair,) label when they differ from the "
+                                        "local files'.")
+    # the head
+    problem_type: str = option(SINGLE, "The head, Hugging Face's problem_type (saved in the checkpoint): "
+                                       "single_label_classification (softmax, cross-entropy), regression (one output, "
+                                       "MSE; numeric labels), multi_label_classification (a sigmoid per label, binary "
+                                       "cross-entropy; a list of labels per row, or names joined by label_delimiter).",
+                               choices=[SINGLE, REGRESSION, MULTI])
+    label_delimiter: str = option(",", "Multi-label: separator of the label names in a text label field ('a,b').")
+    threshold: float = option(0.5, "Multi-label: a label is predicted when its sigmoid probability is at least this.")
+    class_weights: list[float] | str | None = option(None, "Loss weight per label (label_names order), or "
+                                                           "'balanced': n / (labels × count), scikit-learn's rule "
+                                                           "(multi-label: BCE pos_weight = negatives / positives per "
+                                                           "label); recorded as numbers in the run config.")
+    doc_pooling: str = option("truncate", "Texts longer than max_length: 'truncate' (BERT: keep the first max_length "
+                                          "word pieces), or classify overlapping windows of the text and pool their "
+                                          "logits per text by 'mean' or 'max'.", choices=["truncate", "mean", "max"])
+    doc_window_overlap: int | None = option(None, "doc_pooling mean/max: word pieces shared by consecutive windows "
+                                                  "of a long text (default: a quarter of max_length).")
+
+    @property
+    def separator(self) -> str | None:
+        return {"tab": "\t", "\\t": "\t"}.get(self.delimiter, self.delimiter)
+
+    def validate(self, source: str) -> None:
+        if self.separator is not None and len(self.separator) != 1:
+            raise BertkitError(f"{source}: 'delimiter' must be one character or 'tab', got {self.delimiter!r}")
+        if self.carve_eval is not None and not 0 < self.carve_eval < 100:
+            raise BertkitError(f"{source}: 'carve_eval' must be a percentage between 1 and 99")
+        if not 0 < self.threshold < 1:
+            raise BertkitError(f"{source}: 'threshold' must be in (0, 1)")
+        if self.doc_window_overlap is not None and self.doc_window_overlap < 0:
+            raise BertkitError(f"{source}: 'doc_window_overlap' must be 0 or more")
+        if isinstance(self.class_weights, str) and self.class_weights != "balanced":
+            raise BertkitError(f"{source}: 'class_weights' must be 'balanced' or numbers, got {self.class_weights!r}")
+        if isinstance(self.class_weights, list) and not all(w > 0 for w in self.class_weights):
+            raise BertkitError(f"{source}: 'class_weights' must be positive")
+        if self.class_weights is not None and self.problem_type == REGRESSION:
+            raise BertkitError(f"{source}: 'class_weights' needs classes; a regression head has none")
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -70,7 +144,7 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
             raise BertkitError(f"class_weights has {len(spec)} values but there are {len(label_names)} labels "
                                f"({', '.join(label_names)})")
         return [float(w) for w in spec]
-    if problem_type == "multi_label_classification":
+    if problem_type == MULTI:
         counts = np.zeros(len(label_names))  # [labels] examples with the label
         for ids in labels:
             counts[list(ids)] += 1
@@ -85,40 +159,89 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
     return [round(float(w), 6) for w in negatives / counts]
 
 
-class SequenceClassification(Adapter):
+@register_task
+class SequenceClassification(Task):
     name = "sequence-classification"
-    data_loader, split_loader = staticmethod(load_classification_data), staticmethod(load_split)
+    Options = ClassificationOptions
     auto_model_class = AutoModelForSequenceClassification
-    problem_type = "single_label_classification"  # Hugging Face's name, saved in the checkpoint's config
+    architecture = "ForSequenceClassification"
+    pipeline_tag = "text-classification"
+    problem_type = SINGLE  # Hugging Face's name, saved in the checkpoint's config
+    metric_builtins = BUILTIN
+    default_metrics = ("accuracy", "f1")
+    uses_pooler = True
+    input_fields = {"text": str}
 
-    def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None,
-                 doc_pooling: str = "truncate", doc_window_overlap: int | None = None,
-                 class_weights: list[float] | None = None, threshold: float = 0.5):
-        super().__init__(model, tokenizer, label_names, max_length)
+    def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
+        super().__init__(model, tokenizer, label_names, max_length, options)
+        if self.options.problem_type != self.problem_type:
+            self.options = replace(self.options, problem_type=self.problem_type)
+        o = self.options
         model.config.problem_type = self.problem_type
-        self.doc_pooling, self.threshold = doc_pooling, threshold
-        self.window_overlap = self.max_length // 4 if doc_window_overlap is None else doc_window_overlap
+        self.doc_pooling, self.threshold = o.doc_pooling, o.threshold
+        self.window_overlap = self.max_length // 4 if o.doc_window_overlap is None else o.doc_window_overlap
         room = self.max_length - tokenizer.num_special_tokens_to_add(pair=False)
-        if doc_pooling != "truncate" and not 0 <= self.window_overlap < room:
+        if o.doc_pooling != "truncate" and not 0 <= self.window_overlap < room:
             raise BertkitError(f"doc_window_overlap {self.window_overlap} must be smaller than a window's room for "
                                f"text ({room} word pieces at max_length {self.max_length})")
-        if isinstance(class_weights, str):
-            raise BertkitError(f"class_weights {class_weights!r} needs the training labels: pass the numbers of "
+        if isinstance(o.class_weights, str):
+            raise BertkitError(f"class_weights {o.class_weights!r} needs the training labels: pass the numbers of "
                                "resolve_class_weights('balanced', labels, label_names, problem_type)")
-        self.class_weights = resolve_class_weights(class_weights, [], self.label_names, self.problem_type)
+        self.class_weights = resolve_class_weights(o.class_weights, [], self.label_names, self.problem_type)
         self._collator = DataCollatorWithPadding(self.tokenizer)
 
+    # --- which head ------------------------------------------------------------------------------------------
     @classmethod
-    def options_from_config(cls, cfg) -> dict:
-        # class_weights 'balanced' must have been resolved into numbers (bertkit finetune does it from the data)
-        return dict(doc_pooling=cfg.doc_pooling, doc_window_overlap=cfg.doc_window_overlap,
-                    class_weights=cfg.class_weights, threshold=cfg.threshold)
+    def resolve(cls, options):
+        from .multi_label import MultiLabelClassification
+        from .regression import SequenceRegression
 
-    def run_fields(self) -> dict:
-        return {**super().run_fields(), "problem_type": self.problem_type, "doc_pooling": self.doc_pooling,
-                "doc_window_overlap": self.window_overlap, "class_weights": self.class_weights,
-                "threshold": self.threshold}
+        heads = {SINGLE: SequenceClassification, REGRESSION: SequenceRegression, MULTI: MultiLabelClassification}
+        return heads[getattr(options, "problem_type", SINGLE)]
 
+    @classmethod
+    def for_checkpoint(cls, config: dict):
+        if super().for_checkpoint(config) is None:
+            return None
+        return SequenceClassification.resolve(ClassificationOptions(problem_type=config.get("problem_type") or SINGLE))
+
+    @classmethod
+    def check_metrics(cls, metrics, options, source):
+        from .multi_label import MultiLabelClassification
+        from .regression import SequenceRegression
+
+        own = cls.resolve(options)
+        for name in metrics:
+            other = next((c for c in (SequenceClassification, SequenceRegression, MultiLabelClassification)
+                          if c is not own and name in c.metric_builtins and name not in own.metric_builtins), None)
+            if other is not None:
+                raise BertkitError(f"{source}: metric '{name}' is for {other.problem_type}; {own.problem_type} has "
+                                   f"{', '.join(own.metric_builtins)} (e.g. --metrics "
+                                   f"{','.join(own.default_metrics)} --main-metric {own.default_metrics[0]})")
+        super().check_metrics(metrics, options, source)
+
+    def run_options(self):
+        return replace(self.options, label_names=list(self.label_names), class_weights=self.class_weights,
+                       doc_window_overlap=self.window_overlap)
+
+    # --- data ------------------------------------------------------------------------------------------------
+    @classmethod
+    def load_data(cls, cfg):
+        return load_classification_data(cfg)
+
+    @classmethod
+    def load_split(cls, cfg, split, label_names, file=None):
+        return load_split(cfg, split, label_names, file)
+
+    @classmethod
+    def prepare_options(cls, options, train, label_names, log=print):
+        """Class weights 'balanced' become numbers computed from the training labels (recorded in config.yaml)."""
+        if options.class_weights is None:
+            return options
+        weights = resolve_class_weights(options.class_weights, train["label"], label_names, options.problem_type)
+        log(f"class weights ({'balanced, from the training labels' if options.class_weights == 'balanced' else 'given'}"
+            "): " + ", ".join(f"{n} {w:g}" for n, w in zip(label_names, weights, strict=True)))
+        return replace(options, class_weights=weights)
 
     # --- what differs between heads (regression.py and multi_label.py override these) --------------------------
     def _target(self, label):
@@ -133,7 +256,7 @@ class SequenceClassification(Adapter):
         k = int(probs.argmax())
         out = {"label": self.label_names[k], "score": float(probs[k])}
         if with_probs:
-            out["probabilities"] = {n: float(p) for n, p in zip(self.label_names, probs)}
+            out["probabilities"] = {n: float(p) for n, p in zip(self.label_names, probs, strict=True)}
         return out
 
     def _gold(self, label):
@@ -142,7 +265,7 @@ class SequenceClassification(Adapter):
     def _weighted_loss(self, logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, labels, weight=weights)  # logits [batch, num_labels], labels [batch]
 
-    # --- the adapter contract ------------------------------------------------------------------------------
+    # --- features and training -----------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         """Texts (and pairs) → features: model inputs, `length`, `example_index` (the row of the text), `labels`.
         One feature per text, or with `doc_pooling` mean/max one per window of a long text."""
@@ -173,10 +296,6 @@ class SequenceClassification(Adapter):
         return cached_map(examples, tokenize, self.tokenizer, identity, with_indices=True,
                           desc="tokenize" if len(examples) > 10_000 else None)
 
-    def collate(self, features: list[dict]) -> dict:
-        keep = (*MODEL_INPUTS, "labels")
-        return self._collator([{k: f[k] for k in keep if k in f} for f in features])  # pad to the longest
-
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
         """The model's own loss, or with class weights a weighted one computed from its logits."""
         if self.class_weights is None:
@@ -185,6 +304,7 @@ class SequenceClassification(Adapter):
         weights = torch.tensor(self.class_weights, device=logits.device)  # [num_labels]
         return self._weighted_loss(logits, batch["labels"], weights)
 
+    # --- answers ---------------------------------------------------------------------------------------------
     def logits(self, outputs: list[dict], features: datasets.Dataset, num_examples: int) -> np.ndarray:
         """[num_examples, num_labels]: each text's logits, pooled over its windows."""
         stacked = np.stack([o["logits"] for o in outputs])  # [features, num_labels]
@@ -196,7 +316,7 @@ class SequenceClassification(Adapter):
         predictions = [self._prediction(row) for row in logits]
         labelled = "label" in examples.column_names
         if labelled:
-            for p, gold in zip(predictions, examples["label"]):
+            for p, gold in zip(predictions, examples["label"], strict=True):
                 p["gold"] = self._gold(gold)
         metrics = compute_metrics(metric_hooks, *self._metric_inputs(logits, examples["label"])) \
             if metric_hooks and labelled else {}
@@ -209,3 +329,63 @@ class SequenceClassification(Adapter):
         features = self.encode(datasets.Dataset.from_dict(cols))
         outputs = self.infer(features, batch_size, precision)
         return [self._prediction(row, with_probs) for row in self.logits(outputs, features, len(texts))]
+
+    # --- bertkit predict and serve ----------------------------------------------------------------------------
+    def predict_rows(self, rows, batch_size=64, precision="fp32", probs: bool = False, **_):
+        pairs = [r["text_pair"] for r in rows] if rows and "text_pair" in rows[0] else None
+        return self.predict([r["text"] for r in rows], pairs, batch_size, precision, with_probs=probs)
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        return {"text": row["text"], **({"text_pair": row["text_pair"]} if "text_pair" in row else {}), **answer}
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
+                           help="text = one text per line; table = TSV/CSV/JSONL/parquet (auto: by file extension)")
+        group.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
+        group.add_argument("--text-pair-column", help="column with the second text of a pair")
+        group.add_argument("--probs", action="store_true", help="add the probability of every label")
+
+    @classmethod
+    def predict_options(cls, args) -> dict:
+        return {"probs": args.probs}
+
+    @classmethod
+    def read_inputs(cls, source: str, args) -> list[dict]:
+        from .classification_io import read_texts
+
+        return read_texts(source, args.format, args.text_column, args.text_pair_column)
+
+    def format_rows(self, rows, answers, args) -> str:
+        import json
+
+        return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
+
+    def serve_request(self):
+        from .classification_io import ClassifyRequest
+
+        return ClassifyRequest, "texts"
+
+    def serve_rows(self, body, limits):
+        from .classification_io import classify_rows
+
+        rows = classify_rows(body, limits, self.pairs)
+        return rows, (body.text_pairs is not None, body.probs), {"probs": body.probs}
+
+    def serve_warm_up(self) -> dict:
+        return {"texts": ["warm up"], **({"text_pairs": ["warm up"]} if self.pairs else {})}
+
+    @property
+    def pairs(self) -> bool | None:
+        """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
+        if self.source and (Path(self.source) / "config.yaml").is_file():
+            return self.options.text_pair_column is not None
+        return None
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        from .classification_io import plot_confusion
+
+        image = plot_confusion(run, split, predictions, label_names)
+        return [image] if image else []

@@ -32,6 +32,7 @@ def sigmoid(logits: np.ndarray) -> np.ndarray:
 class MultiLabelClassification(SequenceClassification):
     problem_type = "multi_label_classification"
     metric_builtins = MULTI_LABEL_BUILTIN
+    default_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def examples(self, data) -> datasets.Dataset:
         """Examples whose `label` is a list of label ids (names are mapped to ids)."""
@@ -61,7 +62,7 @@ class MultiLabelClassification(SequenceClassification):
         out = {"labels": [self.label_names[i] for i in chosen],
                "scores": {self.label_names[i]: float(probs[i]) for i in chosen}}
         if with_probs:
-            out["probabilities"] = {n: float(p) for n, p in zip(self.label_names, probs)}
+            out["probabilities"] = {n: float(p) for n, p in zip(self.label_names, probs, strict=True)}
         return out
 
     def _gold(self, label) -> list[str]:

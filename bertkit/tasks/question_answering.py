@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -37,69 +38,99 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..metrics.squad_v2 import best_threshold, raw_scores
+from ..typed import option
 from ..utils import write_json
-from .base import Adapter
+from .base import Task
+from .registry import register_task
 from .qa_spans import Window, decide, label_window, null_logit, rank_answers, with_null
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a context without any token
 
 
-class QuestionAnswering(Adapter):
+@dataclass(frozen=True)
+class QuestionAnsweringOptions:
+    """Options of extractive QA: context windows, question and answer lengths, SQuAD 2.0's no-answer."""
+
+    window_overlap: int = option(128, "Word pieces shared by consecutive context windows of a long context (the "
+                                      "overlap, Hugging Face's tokenizer `stride`; not the step between window "
+                                      "starts).")
+    max_question_length: int = option(64, "Questions are cut to this many word pieces (BERT's max_query_length).")
+    max_answer_length: int = option(30, "Longest answer span considered, in word pieces.")
+    n_best: int = option(20, "Best start and end positions tried per window; answers kept per question.")
+    train_answer: str = option("first", "Which reference answer a training question with several is trained on: "
+                                        "'first' (as run_squad.py), or 'consensus' (the one with the highest mean F1 "
+                                        "against the others, ties to the earliest).", choices=["first", "consensus"])
+    skip_bad_examples: bool = option(False, "Skip (and count) questions whose answer_start does not index their "
+                                            "answer text, instead of stopping with an error.")
+    allow_no_answer: bool = option(False, "Questions may have no answer (SQuAD 2.0): unanswerable ones train on the "
+                                          "[CLS] span; a question gets no answer when the [CLS] score beats the best "
+                                          "span by more than a threshold chosen on the main evaluation set (saved "
+                                          "with the model).")
+
+    def validate(self, source: str) -> None:
+        for name in ("max_question_length", "max_answer_length", "n_best"):
+            if getattr(self, name) <= 0:
+                raise BertkitError(f"{source}: '{name}' must be positive")
+        if self.window_overlap < 0:
+            raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
+
+
+@register_task
+class QuestionAnswering(Task):
     name = "question-answering"
+    Options = QuestionAnsweringOptions
     auto_model_class = AutoModelForQuestionAnswering
+    architecture = "ForQuestionAnswering"
+    pipeline_tag = "question-answering"
     output_keys = ("start_logits", "end_logits")
     sequence_outputs = ("start_logits", "end_logits")
     label_keys = ("start_positions", "end_positions")
     default_max_length = 384
+    named_labels = False  # config.num_labels (2) sizes the start/end head; it names no labels
     metric_builtins = SQUAD_BUILTIN
+    default_metrics = ("exact_match", "f1")
+    input_fields = {"question": str, "context": str}
 
-    def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, window_overlap: int = 128,
-                 max_question_length: int = 64, max_answer_length: int = 30, n_best: int = 20,
-                 allow_no_answer: bool = False, null_threshold: float | None = None):
-        super().__init__(model, tokenizer, [], max_length)  # no label names: the head is start/end
-        self.window_overlap, self.max_question_length = window_overlap, max_question_length
-        self.max_answer_length, self.n_best = max_answer_length, n_best
+    def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
+        super().__init__(model, tokenizer, [], max_length, options)  # no label names: the head is start/end
+        o = self.options
+        self.window_overlap, self.max_question_length = o.window_overlap, o.max_question_length
+        self.max_answer_length, self.n_best = o.max_answer_length, o.n_best
         # SQuAD 2.0: the threshold on the null odds; None = choose it on each evaluation set (training)
-        self.null_threshold = null_threshold if null_threshold is not None else getattr(
-            model.config, "bertkit_null_threshold", None)
-        self.allow_no_answer = allow_no_answer or self.null_threshold is not None
+        self.null_threshold = getattr(model.config, "bertkit_null_threshold", None)
+        self.allow_no_answer = o.allow_no_answer or self.null_threshold is not None
         if self.allow_no_answer:
             self.metric_builtins = SQUAD_V2_BUILTIN
         if not getattr(tokenizer, "is_fast", False):
             raise BertkitError("question answering needs a fast (Rust) tokenizer for character offsets; "
                                f"{type(tokenizer).__name__} is not one")
-        room = self.max_length - max_question_length - tokenizer.num_special_tokens_to_add(pair=True)
-        if window_overlap >= room:
-            raise BertkitError(f"window_overlap {window_overlap} must be smaller than the context room of a window: "
-                               f"max_length {self.max_length} - max_question_length {max_question_length} - "
-                               f"special tokens = {room}")
+        room = self.max_length - self.max_question_length - tokenizer.num_special_tokens_to_add(pair=True)
+        if self.window_overlap >= room:
+            raise BertkitError(f"window_overlap {self.window_overlap} must be smaller than the context room of a "
+                               f"window: max_length {self.max_length} - max_question_length "
+                               f"{self.max_question_length} - special tokens = {room}")
         self._collator = DataCollatorWithPadding(tokenizer)
 
-    @staticmethod
-    def _labels_from_config(config) -> list[str]:
-        return []  # config.num_labels (2) sizes the start/end head; it names no labels
+    @classmethod
+    def metrics_for(cls, options):
+        if options.allow_no_answer:
+            return SQUAD_V2_BUILTIN, ("squad_v2", "best_f1")
+        return SQUAD_BUILTIN, cls.default_metrics
 
     @classmethod
-    def options_from_config(cls, cfg) -> dict:
-        return dict(window_overlap=cfg.window_overlap, max_question_length=cfg.max_question_length,
-                    max_answer_length=cfg.max_answer_length, n_best=cfg.n_best, allow_no_answer=cfg.allow_no_answer)
-
-    @classmethod
-    def from_config(cls, cfg, label_names=None):
+    def from_config(cls, cfg, label_names=None, allow_pickle: bool = False):
         """For training: the recipe says whether questions may have no answer, and a SQuAD 2.0 threshold is chosen
         again on this run's evaluation set, even when the base checkpoint carries one."""
-        adapter = super().from_config(cfg, label_names)
-        adapter.null_threshold, adapter.allow_no_answer = None, cfg.allow_no_answer
-        adapter.metric_builtins = SQUAD_V2_BUILTIN if cfg.allow_no_answer else SQUAD_BUILTIN
-        if hasattr(adapter.model.config, "bertkit_null_threshold"):
-            del adapter.model.config.bertkit_null_threshold
-        return adapter
+        task = super().from_config(cfg, label_names, allow_pickle)
+        task.null_threshold, task.allow_no_answer = None, cfg.task_options.allow_no_answer
+        task.metric_builtins = cls.metrics_for(cfg.task_options)[0]
+        if hasattr(task.model.config, "bertkit_null_threshold"):
+            del task.model.config.bertkit_null_threshold
+        return task
 
-    def run_fields(self) -> dict:
-        return {**super().run_fields(), **{k: getattr(self, k) for k in ("window_overlap", "max_question_length",
-                                                                        "max_answer_length", "n_best",
-                                                                        "allow_no_answer")}}
+    def run_options(self):
+        return replace(self.options, allow_no_answer=self.allow_no_answer)
 
     @classmethod
     def load_data(cls, cfg):
@@ -254,7 +285,7 @@ class QuestionAnswering(Adapter):
         questions, contexts = list(questions), list(contexts)
         if len(questions) != len(contexts):
             raise BertkitError(f"{len(questions)} questions but {len(contexts)} contexts")
-        for i, (q, c) in enumerate(zip(questions, contexts)):
+        for i, (q, c) in enumerate(zip(questions, contexts, strict=True)):
             if not isinstance(q, str) or not q.strip() or not isinstance(c, str) or not c.strip():
                 raise BertkitError(f"question {i}: the question and the context must be non-empty text")
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})
@@ -263,3 +294,27 @@ class QuestionAnswering(Adapter):
         keys = ("answer", "score", "start", "end") + (("no_answer", "null_odds") if self.allow_no_answer else ()) \
             + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
+
+    # --- bertkit predict (JSONL {question, context, id?}) and serve -------------------------------------------
+    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
+        return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
+
+    def serve_request(self):
+        from .question_answering_io import QARequest
+
+        return QARequest, "questions"
+
+    def serve_rows(self, body, limits):
+        from .question_answering_io import qa_rows
+
+        return qa_rows(body, limits), (), {}
+
+    def serve_warm_up(self) -> dict:
+        return {"questions": [{"question": "warm up ?", "context": "warm up"}]}
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        from .question_answering_io import plot_question_types
+
+        image = plot_question_types(run, split, predictions)
+        return [image] if image else []

@@ -25,6 +25,8 @@ from .classification import SequenceClassification
 class SequenceRegression(SequenceClassification):
     problem_type = "regression"
     metric_builtins = REGRESSION_BUILTIN
+    default_metrics = ("pearson", "spearman", "mse")
+    lower_is_better = frozenset({"mse"})
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -38,7 +39,9 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
-from .base import Adapter
+from ..typed import option
+from .base import Task
+from .registry import register_task
 from .casing import add_casing_types, word_casing
 from .windows import merge_windows, word_windows
 
@@ -61,49 +64,82 @@ def split_words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
 
 
-class TokenClassification(Adapter):
+@dataclass(frozen=True)
+class TokenClassificationOptions:
+    """Options of token classification (NER): the tag column, labels, windows, document context, casing."""
+
+    tag_column: int = option(-1, "CoNLL files: column of the tag, counted from 0 (-1 = the last); the token is "
+                                 "column 0.")
+    label_names: list[str] = option([], "Tags in id order (default: from the training file: O, then B-T, I-T for "
+                                        "each entity type T in alphabetical order).")
+    hub_columns: list[str] = option(["tokens", "ner_tags"], "Hub column names of the words and of the tags.")
+    label_all_pieces: bool = option(False, "Train on every word piece of a word (its tag; I- on the pieces after a "
+                                           "B-), not only on its first piece.")
+    window_overlap: int | None = option(None, "Word pieces shared by consecutive windows of a sentence longer than "
+                                              "max_length (default: half a window).", legacy=("ner_window_overlap",),
+                                        aliases=("--ner-window-overlap",))
+    context: int = option(0, "Document context: up to this many word pieces on each side of a sentence from the text "
+                             "around it in its document (CoNLL -DOCSTART- blocks), filling the window up to "
+                             "max_length; unlabelled. 0 = each sentence alone.", legacy=("ner_context",),
+                          aliases=("--ner-context",))
+    casing: bool = option(False, "Give the model each word's casing (no capital, Capitalised, ALL CAPS, mixed) as its "
+                                 "token type id, for uncased checkpoints that lower-case the text; the token type "
+                                 "table grows to 4 rows, each starting as a copy of row 0.", legacy=("ner_casing",),
+                          aliases=("--ner-casing",))
+
+    def validate(self, source: str) -> None:
+        if self.context < 0:
+            raise BertkitError(f"{source}: 'context' (document context) must be 0 or more word pieces")
+        if self.window_overlap is not None and self.window_overlap < 0:
+            raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
+        if len(self.hub_columns) != 2:
+            raise BertkitError(f"{source}: 'hub_columns' names two columns: words, tags")
+
+
+@register_task
+class TokenClassification(Task):
     name = "token-classification"
-    data_loader, split_loader = staticmethod(load_conll_data), staticmethod(load_conll_split)
+    Options = TokenClassificationOptions
     auto_model_class = AutoModelForTokenClassification
+    architecture = "ForTokenClassification"
+    pipeline_tag = "token-classification"
     sequence_outputs = ("logits",)  # [length, num_labels] per feature
     metric_builtins = NER_BUILTIN
+    default_metrics = ("precision", "recall", "f1", "per_type")
+    default_max_length = None  # the checkpoint's own (`save` records it), else 128
+    input_fields = {"sentence": str}
 
-    def __init__(self, *args, label_all_pieces: bool = False, window_overlap: int | None = None, context: int = 0,
-                 casing: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        # no max_length given: the one the checkpoint was fine-tuned with (see `save`), else 128
+    def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
+        super().__init__(model, tokenizer, label_names, max_length, options)
+        o = self.options
         self.max_length = self.max_length or getattr(self.model.config, "bertkit_max_length", 128)
         if not self.tokenizer.is_fast:
             raise BertkitError("token classification needs a fast (Rust) tokenizer to map word pieces to words")
         self.budget = self.max_length - 2  # pieces per window, without [CLS] and [SEP]
-        self.window_overlap = self.budget // 2 if window_overlap is None else window_overlap
+        self.window_overlap = self.budget // 2 if o.window_overlap is None else o.window_overlap
         if self.budget < 1 or not 0 <= self.window_overlap < self.budget:
-            raise BertkitError(f"ner_window_overlap must be between 0 and max_length - 3 = {self.budget - 1} "
+            raise BertkitError(f"window_overlap must be between 0 and max_length - 3 = {self.budget - 1} "
                                f"(got {self.window_overlap} with max_length {self.max_length})")
-        if context < 0:
-            raise BertkitError(f"ner_context must be 0 or more word pieces (got {context})")
-        self.label_all_pieces, self.context = label_all_pieces, context
-        self.casing = casing or getattr(self.model.config, "bertkit_casing", False)  # a casing checkpoint: always
+        if o.context < 0:
+            raise BertkitError(f"context must be 0 or more word pieces (got {o.context})")
+        self.label_all_pieces, self.context = o.label_all_pieces, o.context
+        self.casing = o.casing or getattr(self.model.config, "bertkit_casing", False)  # a casing checkpoint: always
         if self.casing:
             add_casing_types(self.model, self.tokenizer)
         self.label2id = {name: i for i, name in enumerate(self.label_names)}
         self._collator = DataCollatorForTokenClassification(self.tokenizer)  # pads labels with -100
 
-    @classmethod
-    def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
-                        allow_pickle: bool = False, **options):
-        """Like `Adapter.from_pretrained`, but `max_length=None` means the checkpoint's own (or 128 for a base)."""
-        return super().from_pretrained(name, label_names, max_length, allow_pickle, **options)
+    def run_options(self):
+        return replace(self.options, label_names=list(self.label_names), window_overlap=self.window_overlap,
+                       casing=bool(self.casing))
 
     @classmethod
-    def options_from_config(cls, cfg) -> dict:
-        return {"label_all_pieces": cfg.label_all_pieces, "window_overlap": cfg.ner_window_overlap,
-                "context": cfg.ner_context, "casing": cfg.ner_casing}
+    def load_data(cls, cfg):
+        return load_conll_data(cfg)
 
-    def run_fields(self) -> dict:
-        return {**super().run_fields(), "label_all_pieces": self.label_all_pieces,
-                "ner_window_overlap": self.window_overlap, "ner_context": self.context, "ner_casing": self.casing}
-
+    @classmethod
+    def load_split(cls, cfg, split, label_names, file=None):
+        return load_conll_split(cfg, split, label_names, file)
 
     # --- features -----------------------------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
@@ -183,7 +219,52 @@ class TokenClassification(Adapter):
         outputs = self.infer(features, batch_size, precision)
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
-                for s, sp, w, t in zip(sentences, spans, tokens, tags)]
+                for s, sp, w, t in zip(sentences, spans, tokens, tags, strict=True)]
+
+    # --- bertkit predict and serve: rows {sentence (text or words), doc?, gold?} --------------------------------
+    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
+        docs = [r["doc"] for r in rows] if rows and "doc" in rows[0] else None
+        return self.predict([r["sentence"] for r in rows], batch_size, precision, documents=docs)
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        return {**answer, "gold": row["gold"]} if "gold" in row else answer
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        from .token_classification_io import add_flags
+
+        add_flags(group)
+
+    @classmethod
+    def read_inputs(cls, source, args):
+        from .token_classification_io import read_sentences
+
+        return read_sentences(source, args.format, args.pretokenized)
+
+    def format_rows(self, rows, answers, args) -> str:
+        from .token_classification_io import format_rows
+
+        return format_rows([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
+
+    def serve_request(self):
+        from .token_classification_io import TokenRequest
+
+        return TokenRequest, "sentences"
+
+    def serve_rows(self, body, limits):
+        from .token_classification_io import token_rows
+
+        return token_rows(body, limits), (), {}
+
+    def serve_warm_up(self) -> dict:
+        return {"sentences": ["warm up"]}
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        from .token_classification_io import plot_per_type
+
+        return [plot_per_type(run, split, metrics["per_type"])] if "per_type" in metrics else []
 
 
 def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[list[int]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ..utils import atomic_path, fault_point
+from ..utils import atomic_path
 
 STATE_FILE = "trainer_state.json"
 
@@ -32,16 +32,24 @@ def save(accelerator, root: Path, step: int, state: dict, keep: int) -> Path:
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
-        fault_point("checkpoint", step)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        fault_point("pointer", step)
-        with atomic_path(root / "latest") as p:  # the pointer moves last
-            p.write_text(final.name + "\n")
+        publish(tmp, final)
+        point(root, final)
         for old in sorted(root.glob("step-*"))[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """A complete checkpoint under its temporary name → its final name."""
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+
+
+def point(root: Path, final: Path) -> None:
+    """The `latest` pointer moves last, atomically."""
+    with atomic_path(root / "latest") as p:
+        p.write_text(final.name + "\n")
 
 
 def _is_complete(path: Path) -> str | None:
@@ -77,12 +85,12 @@ def load_state(path: Path) -> dict:
     return json.loads((path / STATE_FILE).read_text())
 
 
-def save_best(accelerator, model, adapter, directory: Path) -> None:
+def save_best(accelerator, model, task, directory: Path) -> None:
     """The model's full weights as a plain Hugging Face folder: every process takes part in gathering them (sharded
     under FSDP or ZeRO-3), the main process writes."""
     state_dict = accelerator.get_state_dict(model)
     if accelerator.is_main_process:
-        adapter.save(directory, state_dict=state_dict)
+        task.save(directory, state_dict=state_dict)
     accelerator.wait_for_everyone()
 
 
@@ -102,15 +110,15 @@ def load_weights(accelerator, model, directory: Path) -> None:
         accelerator.unwrap_model(model).load_state_dict(weights)
 
 
-def write_run_model(adapter, out: Path, best: Path) -> None:
+def write_run_model(task, out: Path, best: Path) -> None:
     """The run folder itself becomes the best checkpoint: the best weights (as saved during training, so no process
-    needs the full model in memory) with the adapter's config and tokenizer, each file replaced atomically."""
+    needs the full model in memory) with the task's config and tokenizer, each file replaced atomically."""
     from safetensors.torch import load_file
 
     weights = {}
     for f in sorted(Path(best).glob("model*.safetensors")):
         weights.update(load_file(str(f)))
-    tmp = adapter.save(Path(out) / ".model.tmp", state_dict=weights)
+    tmp = task.save(Path(out) / ".model.tmp", state_dict=weights)
     for f in tmp.iterdir():
         f.replace(Path(out) / f.name)
     shutil.rmtree(tmp, ignore_errors=True)

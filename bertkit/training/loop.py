@@ -7,35 +7,33 @@
 Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
 run ends with the same metrics and weights as an uninterrupted one. Every process takes part in evaluation and
 saving; only the main process writes files other than its own random state. Precision is decided once, for the
-device that runs, before the Accelerator exists (`bertkit.device`); CPU speed-ups are applied around the loop
-only and undone however it ends (`bertkit.cpu`).
+device that runs, before the Accelerator exists (`bertkit.device`). Every change training makes to the model
+(dropout rates, pooler re-initialisation, freezing, CPU speed-ups) goes through one context manager and is undone
+however training ends (`changes.py`). The task is spoken to only through its contract (`bertkit.tasks.base`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from ..config import FinetuneConfig, to_yaml
-from ..cpu import cpu_speedups
+from ..config import RunConfig, resolve, to_yaml
 from ..errors import BertkitError
 from ..metrics import resolve_metrics
 from ..report import write_report
 from ..trackers import check_trackers
-from ..utils import append_jsonl, atomic_path, fault_point, package_versions, set_seed, truncate_jsonl, write_json
-from ..validation import LOWER_IS_BETTER
+from ..typed import to_dict
+from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
 from . import checkpoints, launch
+from .changes import model_changes
 from .data import train_loader
 from .evaluation import predict_features
-from .options import reinit_pooler, reset_dropout, set_dropout
-from .prepare import make_accelerator, prepare, restore_forward
+from .prepare import make_accelerator, prepare
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
 
@@ -46,23 +44,23 @@ class Trainer:
     Example:
     ```python
     >>> clf = SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
-    >>> trainer = Trainer(clf, FinetuneConfig(epochs=1, output_dir="runs/demo"))
+    >>> trainer = Trainer(clf, run_config(epochs=1, output_dir="runs/demo"))
     >>> metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
     ```
-    `callbacks` are called as `callback(trainer, state)` after every optimiser step. The run folder's config.yaml
-    records the adapter as it is (its model, max length, labels, task settings), whatever `config` says of them.
+    `callbacks` are called as `callback(trainer, state)` after every optimiser step. `resume`: continue from the
+    newest complete checkpoint in the output folder. The run folder's config.yaml records the task as it is (its
+    name, model, max length and options, labels included), whatever `config` says of them (`trained_config`).
     """
 
-    def __init__(self, adapter, config: FinetuneConfig, metric_hooks=None, accelerator=None,
-                 callbacks=()):
-        self.adapter, self.callbacks = adapter, list(callbacks)
-        self.cfg = dataclasses.replace(config, **adapter.run_fields())  # what is actually trained
+    def __init__(self, adapter, config: RunConfig, metric_hooks=None, accelerator=None, callbacks=(),
+                 resume: bool = False):
+        self.adapter, self.callbacks, self.resume = adapter, list(callbacks), resume
+        self.cfg = trained_config(config, adapter)  # what is actually trained; never changed afterwards
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            config.metrics, builtins=adapter.metric_builtins, allow_hub=config.allow_hub_metrics,
-            num_labels=len(adapter.label_names))
+            self.cfg.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
         check_trackers(config.report_to)
-        accelerator, choice = make_accelerator(config, self.output_dir, accelerator)
+        accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
 
     def log(self, msg: str) -> None:
@@ -79,21 +77,16 @@ class Trainer:
 
     # --- set-up ---------------------------------------------------------------------------------------
     def _start(self, total_steps: int, loader) -> dict:
-        """Model options, optimizer, schedule and accelerate wrapping; then resume state or a fresh one; then the
-        run folder (main process)."""
+        """Optimizer, schedule and accelerate wrapping; then resume state or a fresh one; then the run folder (main
+        process). The model changes are in place already (`fit`); on resume the checkpoint's weights and random
+        states replace what they drew."""
         cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.adapter.model
-        set_seed(cfg.seed)
-        if cfg.reinit_pooler:  # on --resume the checkpoint's weights and RNG states replace these below
-            reinit_pooler(model)
-        if cfg.freeze_word_embeddings:  # undone in fit's finally
-            model.get_input_embeddings().weight.requires_grad_(False)
-        self._dropout = set_dropout(model, cfg.dropout, cfg.attention_dropout)  # likewise
         self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
-        found = checkpoints.find_resumable(self.ckpt_dir, self.log) if cfg.resume and acc.is_main_process else None
+        found = checkpoints.find_resumable(self.ckpt_dir, self.log) if self.resume and acc.is_main_process else None
         resume_from = launch.main_value(acc.state, found)  # one decision, read by every process
-        if cfg.resume and resume_from is None:
+        if self.resume and resume_from is None:
             self.log(f"--resume: no usable checkpoint in {self.ckpt_dir}; starting from scratch")
         if resume_from is not None:
             acc.load_state(str(resume_from))  # weights, optimizer and every process's RNG states
@@ -125,7 +118,7 @@ class Trainer:
         if acc.device.type == "cuda":
             self.adapter.pad_to_multiple_of(8)
         self._n_train = len(train)
-        loader, self._order = train_loader(features, self.adapter, cfg.batch_size, cfg.seed, cfg.group_by_length,
+        loader, self._order = train_loader(features, self.adapter, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
                                            acc.device)
         batches_per_epoch = len(self._order) // acc.num_processes  # per process
         if batches_per_epoch == 0:
@@ -133,26 +126,21 @@ class Trainer:
         steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
         total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
         self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
+        set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
+        cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
         try:
-            state = self._start(total_steps, loader)
-            inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
-            self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), batch "
-                     f"{cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
-                     f"({self.precision_choice.reason})")
-            sharded = acc.distributed_type.name in ("FSDP", "DEEPSPEED")
-            with cpu_speedups(self.adapter.model, cfg.fast_dropout,
-                              cfg.keep_heap and self.precision == "bf16", self.log) \
-                    if acc.device.type == "cpu" and not sharded else nullcontext([]) as applied:
-                if applied:
-                    self.log(f"cpu speed-ups: {', '.join(applied)}")
+            with model_changes(self.adapter.model, cfg, cpu, self.precision, self.log) as applied:
+                state = self._start(total_steps, loader)
+                inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
+                self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
+                         f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
+                         f"({self.precision_choice.reason})" + (f"; model changes: {', '.join(applied)}"
+                                                                 if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
-            return self._finish(state, eval_sets, test)
-        finally:  # the adapter's model as it was given, whether training returned or raised
-            model = self.adapter.model
-            restore_forward(model)
-            reset_dropout(model, getattr(self, "_dropout", {}))
-            if cfg.freeze_word_embeddings:
-                model.get_input_embeddings().weight.requires_grad_(True)
+                return self._finish(state, eval_sets, test)
+        finally:  # accelerate's mixed-precision wrapper off the model's forward, by accelerate itself
+            if hasattr(self, "model"):
+                acc.unwrap_model(self.model, keep_fp32_wrapper=False)
 
     def _train(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int) -> None:
         cfg, acc = self.cfg, self.accelerator
@@ -195,7 +183,6 @@ class Trainer:
                 state["step_in_epoch"] += 1
                 step = state["global_step"]
                 bar.update(1)
-                fault_point("step", step)
                 for callback in self.callbacks:
                     callback(self, state)
                 done = step >= total_steps
@@ -259,12 +246,12 @@ class Trainer:
         """Evaluate, log, keep the best model; return True when early stopping says stop (the same everywhere:
         every process scores the same gathered outputs)."""
         acc, cfg = self.accelerator, self.cfg
-        fault_point("eval", state["global_step"])
         metrics, predictions = self.evaluate(eval_sets)
         self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
         value = metrics[next(iter(eval_sets))][cfg.main_metric]
         best = state["best_metric"]
-        improved = best is None or (value < best if cfg.main_metric in LOWER_IS_BETTER else value > best)
+        lower = cfg.main_metric in self.adapter.lower_is_better
+        improved = best is None or (value < best if lower else value > best)
         if improved:
             state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
             checkpoints.save_best(acc, self.model, self.adapter, self.ckpt_dir / "best")
@@ -301,7 +288,8 @@ class Trainer:
             predictions.update(test_predictions)
             eval_sets = {**eval_sets, **test_set}
         seconds = state["train_seconds"]
-        result = {"task": self.cfg.task, "main_metric": self.cfg.main_metric, "best_step": state["best_step"],
+        result = {"name": self.cfg.name, "task": self.cfg.task, "main_metric": self.cfg.main_metric,
+                  "best_step": state["best_step"],
                   **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
                   "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
                             "train_seconds": round(seconds, 1),
@@ -319,3 +307,16 @@ class Trainer:
         acc.wait_for_everyone()
         return result
 
+
+def trained_config(config: RunConfig, task) -> RunConfig:
+    """`config` with what the task is (its name, model, max length, options with the labels it has): the config a
+    run folder records. A notebook's config may be for another task (the default one): its default metrics then
+    give way to the trained task's."""
+    from ..tasks import get_task
+
+    values = {k: v for k, v in config.to_dict().items() if k != "task_options"}
+    if config.task != task.name and config.metrics == list(get_task(config.task).metrics_for(config.task_options)[1]):
+        values.pop("metrics"), values.pop("main_metric")
+    values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
+                  task_options=to_dict(task.run_options()))
+    return resolve([(values, "the trained task", False)])

@@ -10,7 +10,7 @@ import re
 
 import torch
 
-from ..config import FinetuneConfig
+from ..config import RunConfig
 
 
 def _depth(name: str, layers: int) -> int:
@@ -21,7 +21,7 @@ def _depth(name: str, layers: int) -> int:
     return int(match.group(1)) + 1 if match else layers + 1
 
 
-def build_optimizer(model, cfg: FinetuneConfig) -> torch.optim.AdamW:
+def build_optimizer(model, cfg: RunConfig) -> torch.optim.AdamW:
     """AdamW; no weight decay on biases and LayerNorm; per-layer learning rates when layer_lr_decay < 1."""
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
     layers = model.config.num_hidden_layers

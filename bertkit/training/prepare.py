@@ -35,18 +35,6 @@ def prepare(accelerator, model, loader, cfg, total_steps: int):
     return model, optimizer, loader, scheduler
 
 
-def restore_forward(model) -> None:
-    """Take off the autocast wrapper accelerate puts on `model.forward` for mixed precision, so the model runs as
-    it did before `prepare` (its class's forward)."""
-    original = model.__dict__.pop("_original_forward", None)
-    if original is None:
-        return
-    if getattr(original, "__func__", None) is type(model).forward:
-        model.__dict__.pop("forward", None)
-    else:
-        model.forward = original
-
-
 def make_accelerator(config, output_dir, accelerator=None):
     """(Accelerator, PrecisionChoice) for a run: the launcher's process group joined and checked, the precision
     decided for the device on the main process and shared (`bertkit.device`), then the Accelerator built with it.
@@ -59,28 +47,26 @@ def make_accelerator(config, output_dir, accelerator=None):
     state = launch.start()
     if accelerator is not None:
         used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
-        if config.precision not in ("auto", used):
-            raise BertkitError(f"precision {config.precision} asked for, but the given Accelerator uses {used}")
+        if config.compute.precision not in ("auto", used):
+            raise BertkitError(f"precision {config.compute.precision} asked for, but the given Accelerator uses "
+                               f"{used}")
         accelerator.gradient_accumulation_steps = config.grad_accum
         return accelerator, PrecisionChoice(used, "the given Accelerator's mixed_precision")
-    choice = launch.main_value(state, choose_precision(config.precision, state.device))
+    choice = launch.main_value(state, choose_precision(config.compute.precision, state.device))
     dynamo = {}
-    if config.compile:
+    if config.compute.compile:
         from accelerate.utils import TorchDynamoPlugin
 
         dynamo["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", dynamic=True, use_regional_compilation=True)
     mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
-    _forget_other_precision(mixed)
-    accelerator = Accelerator(mixed_precision=mixed, gradient_accumulation_steps=config.grad_accum,
-                              log_with=config.report_to or None, project_dir=str(Path(output_dir) / "trackers"),
-                              **dynamo)
+    try:
+        accelerator = Accelerator(mixed_precision=mixed, gradient_accumulation_steps=config.grad_accum,
+                                  log_with=config.report_to or None, project_dir=str(Path(output_dir) / "trackers"),
+                                  **dynamo)
+    except ValueError as e:  # accelerate keeps one precision per process (its AcceleratorState) and refuses another
+        if "already been initialized" not in str(e):
+            raise
+        raise BertkitError(f"this process already trained in another precision than {choice.precision}, and "
+                           "accelerate keeps one precision per process: restart the Python process (the notebook "
+                           "kernel) to train in another one, or keep the same precision") from None
     return accelerator, choice
-
-
-def _forget_other_precision(mixed_precision: str) -> None:
-    """accelerate keeps one precision per process and refuses another; a notebook that trains in fp32 and then in
-    bf16 would have to restart. Forget the earlier choice (the process group, if any, stays)."""
-    from accelerate.state import AcceleratorState
-
-    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
-        AcceleratorState._reset_state(reset_partial_state=False)

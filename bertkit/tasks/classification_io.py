@@ -1,0 +1,88 @@
+"""Sequence classification's inputs and outputs outside training: the files `bertkit predict` reads, the body of
+`serve`'s `POST /predict`, and the confusion-matrix figure of the run report. Imported only where used (pydantic
+and matplotlib are not needed to train)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import BertkitError, DataError
+
+TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
+PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
+
+
+def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None) -> list[dict]:
+    """Rows {text, (text_pair)} from plain text (one per line), TSV, CSV, JSONL or parquet."""
+    from ..data import read_classification_file, read_rows
+
+    if fmt == "auto":
+        fmt = "text" if source == "-" or Path(source).suffix.lower() in ("", ".txt") else "table"
+    if fmt == "text":
+        from ..data.readers import read_lines
+
+        return [{"text": line.strip()} for _, line in read_lines(source, "text")]
+    if source == "-":
+        raise BertkitError("reading a table from standard input is not supported; give a file")
+    header = read_rows(Path(source))[0][1]
+    column = text_column or next((c for c in TEXT_COLUMNS if c in header), None)
+    if column is None:
+        raise DataError(f"no text column found (tried {', '.join(TEXT_COLUMNS)}); pass --text-column",
+                        file=source, line=1)
+    pair = pair_column or (PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header else None)
+    data = read_classification_file(Path(source), column, None, None, text_pair_column=pair)
+    if pair:
+        return [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
+    return [{"text": t} for t in data["text"]]
+
+
+class ClassifyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    texts: list[str] = Field(description="texts to label", examples=[["a gripping, funny film"]])
+    text_pairs: list[str] | None = Field(None, description="the second text of each pair, for a model trained on "
+                                                           "pairs (MRPC, RTE, MNLI); one per text")
+    probs: bool = Field(False, description="add the probability of every label")
+
+
+def classify_rows(body: ClassifyRequest, limits, pairs: bool | None) -> list[dict]:
+    """Rows {text, (text_pair)} of a request. `pairs`: the model was trained on pairs (True), single texts (False),
+    unknown (None: a checkpoint without bertkit's run config takes either)."""
+    from ..serve.schemas import ApiError, check_count, check_text
+
+    check_count("texts", len(body.texts), limits)
+    for i, t in enumerate(body.texts):
+        check_text(f"texts[{i}]", t, limits)
+    if body.text_pairs is None:
+        if pairs:
+            raise ApiError(400, "text_pairs", "this model classifies pairs of texts: give text_pairs, one per text")
+        return [{"text": t} for t in body.texts]
+    if pairs is False:
+        raise ApiError(400, "text_pairs", "this model classifies single texts: leave out text_pairs")
+    if len(body.text_pairs) != len(body.texts):
+        raise ApiError(400, "text_pairs", f"{len(body.text_pairs)} pairs for {len(body.texts)} texts")
+    for i, t in enumerate(body.text_pairs):
+        check_text(f"text_pairs[{i}]", t, limits)
+    return [{"text": t, "text_pair": p} for t, p in zip(body.texts, body.text_pairs, strict=True)]
+
+
+def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) -> str | None:
+    """The confusion matrix of one split (one class per example only), as report_confusion_<split>.png."""
+    if not preds or not isinstance(preds[0].get("gold"), str) or not labels:
+        return None
+    import numpy as np
+
+    from ..report import plt, save_figure
+
+    index = {n: i for i, n in enumerate(labels)}
+    m = np.zeros((len(labels), len(labels)), dtype=int)  # [gold, predicted]
+    for p in preds:
+        m[index[p["gold"]], index[p["label"]]] += 1
+    fig, ax = plt().subplots(figsize=(1.2 * len(labels) + 2.5, 1.1 * len(labels) + 1.8))
+    ax.imshow(m, cmap="Blues")
+    for (i, j), v in np.ndenumerate(m):
+        ax.text(j, i, str(v), ha="center", va="center", color="white" if v > m.max() / 2 else "black")
+    ax.set(xticks=range(len(labels)), yticks=range(len(labels)), xticklabels=labels, yticklabels=labels,
+           xlabel="predicted label", ylabel="gold label", title=f"Confusion matrix ({split})")
+    return save_figure(fig, run / f"report_confusion_{split}.png")

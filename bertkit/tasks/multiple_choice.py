@@ -1,0 +1,244 @@
+"""Multiple choice (SWAG, the BERT paper's §4.4): which of N endings continues a context?
+
+Each ending is paired with the context, `[CLS] sent1 [SEP] sent2 + " " + ending [SEP]` (SWAG's `sent2` is the start
+that every ending continues), truncated to `max_length` word pieces per pair. BERT reads the N pairs of an example;
+the pooled [CLS] vector of each (dense + tanh) goes through one shared linear layer to a score; a softmax over the
+N scores gives the choice (Hugging Face's `BertForMultipleChoice`, so the run folder loads in
+`AutoModelForMultipleChoice`). Loss: cross-entropy over the N scores; metric: accuracy.
+
+Data: SWAG's own CSV files and column names (`train.csv`, `val.csv`, `test.csv` whose label is empty: `video-id,
+fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label`), or the hub's `allenai/swag` (config
+`regular`, the same columns) when online. `bertkit predict` reads the same CSV, or JSONL rows `{"context",
+"endings": [...], "start"?, "id"?}`, and answers the chosen ending with every ending's probability; `serve` takes
+`{"inputs": [such rows]}`.
+
+Example:
+```python
+>>> mc = MultipleChoice.from_pretrained("runs/swag")
+>>> mc.predict_rows([{"context": "A man sits at a piano.", "endings": ["He plays a tune.", "He eats the piano."]}])
+[{'label': 0, 'ending': 'He plays a tune.', 'score': 0.93, 'probabilities': [0.93, 0.07]}]
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+from transformers import AutoModelForMultipleChoice
+
+from ..data.readers import read_rows
+from ..data.sources import load_hub_splits, local_path, resolve_data_dir, split_path
+from ..errors import BertkitError, DataError
+from ..feature_cache import cached_map
+from ..metrics import BUILTIN, compute_metrics
+from ..typed import option
+from .base import Task
+from .registry import register_task
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+@dataclass(frozen=True)
+class MultipleChoiceOptions:
+    """Which columns hold the context, the start of the endings, the endings and the label (SWAG's by default)."""
+
+    context_column: str = option("sent1", "Column of the context (the first segment of every pair).")
+    start_column: str | None = option("sent2", "Column of the start that every ending continues (prefixed to each "
+                                               "ending in the second segment); none: the endings alone.")
+    ending_columns: list[str] = option(["ending0", "ending1", "ending2", "ending3"], "Columns of the endings.")
+    label_column: str = option("label", "Column of the right ending's index (empty in an unlabelled test file).")
+
+    def validate(self, source: str) -> None:
+        if len(self.ending_columns) < 2:
+            raise BertkitError(f"{source}: 'ending_columns' must name at least two endings")
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, max_samples: int | None = None,
+                 rows=None) -> datasets.Dataset:
+    """A SWAG-format file (or hub rows) → examples {context, start, endings, label?}, checked row by row."""
+    wanted = [o.context_column, *([o.start_column] if o.start_column else []), *o.ending_columns]
+    rows = rows if rows is not None else read_rows(path, required=[*wanted, o.label_column])
+    out = {"context": [], "start": [], "endings": [], **({"label": []} if labelled else {})}
+    for line, row in rows[:max_samples] if max_samples is not None else rows:
+        for column in wanted + ([o.label_column] if labelled else []):
+            if column not in row:
+                raise DataError(f"missing column (found: {', '.join(map(str, row))})", file=path, line=line,
+                                field=column)
+        for column in [o.context_column, *o.ending_columns]:
+            if not isinstance(row[column], str) or not row[column].strip():
+                raise DataError("empty text", file=path, line=line, field=column)
+        out["context"].append(row[o.context_column].strip())
+        out["start"].append(str(row[o.start_column] or "").strip() if o.start_column else "")
+        out["endings"].append([row[c].strip() for c in o.ending_columns])
+        if labelled:
+            label = str(row[o.label_column]).strip()
+            if not label.isdigit() or int(label) >= len(o.ending_columns):
+                raise DataError(f"the label must be the index of an ending (0 to {len(o.ending_columns) - 1}), got "
+                                f"{label!r}", file=path, line=line, field=o.label_column)
+            out["label"].append(int(label))
+    if not out["context"]:
+        raise DataError("no data rows", file=path)
+    return datasets.Dataset.from_dict(out)
+
+
+@register_task
+class MultipleChoice(Task):
+    name = "multiple-choice"
+    Options = MultipleChoiceOptions
+    auto_model_class = AutoModelForMultipleChoice
+    architecture = "ForMultipleChoice"
+    pipeline_tag = "multiple-choice"
+    named_labels = False  # one score per choice: no label names
+    metric_builtins = {"accuracy": BUILTIN["accuracy"]}
+    default_metrics = ("accuracy",)
+    uses_pooler = True
+    input_fields = {"context": str, "endings": list}
+    optional_fields = {"id": str | int, "start": str}
+
+    # --- data ------------------------------------------------------------------------------------------------
+    @classmethod
+    def _hub(cls, cfg, split: str, n: int | None) -> datasets.Dataset:
+        ds = load_hub_splits(cfg, [split])[0]
+        rows = [(i + 1, row) for i, row in enumerate(ds.select(range(min(n or len(ds), len(ds)))))]
+        return read_choices(Path(f"{cfg.hub.dataset}[{split}]"), cfg.task_options, rows=rows)
+
+    @classmethod
+    def load_data(cls, cfg):
+        data_dir = resolve_data_dir(cfg)
+        if data_dir is None and not Path(cfg.train_file or "").is_absolute():
+            train, *evals = cfg.hub.splits
+            return (cls._hub(cfg, train, cfg.max_train_samples),
+                    {s: cls._hub(cfg, s, cfg.max_eval_samples) for s in evals}, [])
+        o = cfg.task_options
+        train = read_choices(local_path(data_dir, cfg.train_file), o, max_samples=cfg.max_train_samples)
+        evals = {}
+        for name in cfg.validation_files:
+            path = local_path(data_dir, name)
+            evals[path.stem] = read_choices(path, o, max_samples=cfg.max_eval_samples)
+        return train, evals, []
+
+    @classmethod
+    def load_split(cls, cfg, split, label_names, file=None):
+        path = Path(file) if file else split_path(cfg, split)
+        if path is None:
+            return cls._hub(cfg, split, cfg.max_eval_samples)
+        return read_choices(path, cfg.task_options, max_samples=cfg.max_eval_samples)
+
+    # --- features and training --------------------------------------------------------------------------------
+    def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
+        """Examples → one feature each: N pairs (context, start + ending) of model inputs, `length` (the longest
+        pair), `example_index`, and `labels` (the right ending) when the examples have one."""
+
+        def pairs(batch, indices):
+            firsts, seconds, counts = [], [], []
+            for context, start, endings in zip(batch["context"], batch["start"], batch["endings"], strict=True):
+                firsts += [context] * len(endings)
+                seconds += [f"{start} {e}".strip() for e in endings]
+                counts.append(len(endings))
+            enc = self.tokenizer(firsts, seconds, truncation=True, max_length=self.max_length)
+            out = {k: [] for k in (*[k for k in MODEL_INPUTS if k in enc], "length", "example_index")}
+            at = 0
+            for i, n in enumerate(counts):
+                for k in MODEL_INPUTS:
+                    if k in enc:
+                        out[k].append(enc[k][at:at + n])  # [choices][pieces]
+                out["length"].append(max(len(ids) for ids in enc["input_ids"][at:at + n]))
+                out["example_index"].append(indices[i])
+                at += n
+            if "label" in batch:
+                out["labels"] = list(batch["label"])
+            return out
+
+        if "start" not in examples.column_names:
+            examples = examples.add_column("start", [""] * len(examples))
+        identity = {"task": type(self).__name__, "max_length": self.max_length}
+        return cached_map(examples, pairs, self.tokenizer, identity, with_indices=True,
+                          desc="tokenize" if len(examples) > 10_000 else None)
+
+    def collate(self, features: list[dict]) -> dict:
+        """[batch, choices, pieces] inputs, each pair padded to the longest in the batch; `labels` [batch]."""
+        n = len(features[0]["input_ids"])
+        if any(len(f["input_ids"]) != n for f in features):
+            raise BertkitError("examples of one batch must have the same number of endings")
+        keys = [k for k in MODEL_INPUTS if k in features[0]]
+        flat = [{k: f[k][c] for k in keys} for f in features for c in range(n)]  # [batch × choices] pairs
+        batch = self.tokenizer.pad(flat, return_tensors="pt", pad_to_multiple_of=getattr(self, "_multiple", None))
+        out = {k: v.view(len(features), n, -1) for k, v in batch.items()}  # [batch, choices, pieces]
+        if "labels" in features[0]:
+            out["labels"] = torch.tensor([f["labels"] for f in features])  # [batch]
+        return out
+
+    def pad_to_multiple_of(self, multiple: int | None) -> None:
+        self._multiple = multiple
+
+    # --- answers ---------------------------------------------------------------------------------------------
+    def score(self, outputs, examples, features, metric_hooks):
+        predictions = []
+        for out, endings in zip(outputs, examples["endings"], strict=True):
+            probs = softmax(out["logits"])  # [choices]
+            k = int(probs.argmax())
+            predictions.append({"label": k, "ending": endings[k], "score": float(probs[k]),
+                                "probabilities": [float(p) for p in probs]})
+        labelled = "label" in examples.column_names
+        if labelled:
+            for p, gold in zip(predictions, examples["label"], strict=True):
+                p["gold"] = gold
+        metrics = compute_metrics(metric_hooks, [p["label"] for p in predictions], list(examples["label"])) \
+            if metric_hooks and labelled else {}
+        return metrics, predictions
+
+    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
+        """Rows {context, endings, start?}; rows with different numbers of endings are run in separate groups."""
+        answers: list = [None] * len(rows)
+        for n in sorted({len(r["endings"]) for r in rows}):
+            idx = [i for i, r in enumerate(rows) if len(r["endings"]) == n]
+            examples = datasets.Dataset.from_dict({
+                "context": [rows[i]["context"] for i in idx], "start": [rows[i].get("start", "") for i in idx],
+                "endings": [list(rows[i]["endings"]) for i in idx]})
+            features = self.encode(examples)
+            _, predictions = self.score(self.infer(features, batch_size, precision), examples, features, None)
+            for i, p in zip(idx, predictions, strict=True):
+                answers[i] = p
+        return answers
+
+    # --- bertkit predict: SWAG CSV, or JSONL rows --------------------------------------------------------------
+    @classmethod
+    def read_inputs(cls, source, args):
+        if source != "-" and Path(source).suffix.lower() in (".csv", ".tsv"):
+            o = MultipleChoiceOptions()
+            data = read_choices(Path(source), o, labelled=False)
+            return [{"context": c, "start": s, "endings": e}
+                    for c, s, e in zip(data["context"], data["start"], data["endings"], strict=True)]
+        rows = super().read_inputs(source, args)
+        for i, row in enumerate(rows):
+            if "start" in row and not isinstance(row["start"], str):
+                raise DataError(f"must be text, got {row['start']!r:.40}", file=source, line=i + 1, field="start")
+            if len(row["endings"]) < 2:
+                raise DataError("give at least two endings", file=source, line=i + 1, field="endings")
+        return rows
+
+    def serve_rows(self, body, limits):
+        rows, key, options = super().serve_rows(body, limits)
+        from ..serve.schemas import ApiError
+
+        for i, row in enumerate(rows):
+            if len(row["endings"]) < 2:
+                raise ApiError(400, f"inputs[{i}].endings", "give at least two endings")
+        return rows, key, options
+
+    def export_inputs(self, texts, names):
+        """[batch, 2 choices, pieces] example inputs: each text paired with itself and with the next one."""
+        firsts = [t for t in texts for _ in range(2)]
+        seconds = [x for i in range(len(texts)) for x in (texts[i], texts[(i + 1) % len(texts)])]
+        enc = self.tokenizer(firsts, seconds, padding=True, return_tensors="pt")
+        inputs = {n: enc[n] if n in enc else torch.zeros_like(enc["input_ids"]) for n in names}
+        return {n: v.view(len(texts), 2, -1) for n, v in inputs.items()}

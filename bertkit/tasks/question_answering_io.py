@@ -1,0 +1,59 @@
+"""Extractive QA's inputs and outputs outside training: the body of `serve`'s `POST /predict` and the run report's
+figure of exact match and F1 by question word. (`bertkit predict` reads JSONL rows {question, context, id?}, the
+default of `Task.read_inputs`.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
+
+
+class Question(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    question: str
+    context: str
+    id: str | int | None = None
+
+
+class QARequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    questions: list[Question] = Field(description="questions, each with the context holding its answer")
+
+
+def qa_rows(body: QARequest, limits) -> list[dict]:
+    from ..serve.schemas import check_count, check_text
+
+    check_count("questions", len(body.questions), limits)
+    for i, q in enumerate(body.questions):
+        check_text(f"questions[{i}].question", q.question, limits)
+        check_text(f"questions[{i}].context", q.context, limits)
+    return [q.model_dump(exclude_none=True) for q in body.questions]
+
+
+def plot_question_types(run: Path, split: str, preds: list[dict]) -> str | None:
+    """Exact match and F1 (official v1.1 definitions) by the question's wh-word."""
+    if not preds or "gold" not in preds[0] or "question" not in preds[0]:
+        return None
+    from ..metrics.squad import exact_match_score, f1_score
+    from ..report import plt, save_figure
+
+    groups: dict[str, list] = {}
+    for p in preds:
+        words = p["question"].lower().split()
+        kind = next((w for w in QUESTION_WORDS if w in words), "other")
+        em = max(exact_match_score(p["answer"], g) for g in p["gold"])
+        f1 = max(f1_score(p["answer"], g) for g in p["gold"])
+        groups.setdefault(kind, []).append((em, f1))
+    kinds = [k for k in (*QUESTION_WORDS, "other") if k in groups]
+    fig, ax = plt().subplots(figsize=(1.0 * len(kinds) + 3, 3.4))
+    x = range(len(kinds))
+    ax.bar([i - 0.2 for i in x], [100 * sum(e for e, _ in groups[k]) / len(groups[k]) for k in kinds], 0.4,
+           label="exact match")
+    ax.bar([i + 0.2 for i in x], [100 * sum(f for _, f in groups[k]) / len(groups[k]) for k in kinds], 0.4, label="F1")
+    ax.set(xticks=list(x), xticklabels=[f"{k}\n(n={len(groups[k])})" for k in kinds], ylabel="score (%)",
+           ylim=(0, 110), title=f"EM and F1 by question word ({split})")
+    ax.legend()
+    return save_figure(fig, run / f"report_question_types_{split}.png")

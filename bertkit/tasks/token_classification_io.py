@@ -1,0 +1,111 @@
+"""Token classification's inputs and outputs outside training: what `bertkit predict` reads and writes, the body of
+`serve`'s `POST /predict`, and the per-type F1 figure of the run report.
+
+`bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
+character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
+auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`): the first column is the
+word and, when there are two or more columns, the last one is the gold tag. A model trained with document context
+reads a CoNLL file's sentences with their `-DOCSTART-` documents around them; text lines are read one by one.
+Output: JSONL, one object per sentence {[text,] tokens, tags, [gold,] entities}; or, with `--output-format conll`,
+a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold tags.
+
+Example:
+```
+echo "Peter Blackburn flew to Brussels ." | bertkit predict --model runs/conll2003 --input - --pretokenized
+{"tokens": ["Peter", "Blackburn", ...], "tags": ["B-PER", "I-PER", ...], "entities": [{"type": "PER", ...}]}
+bertkit predict --model runs/conll2003 --input test.txt --format conll --output-format conll --output test.conll
+```
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import BertkitError, DataError
+
+CONLL_SUFFIXES = (".conll", ".iob", ".iob2", ".bio")
+
+
+def add_flags(group) -> None:
+    group.add_argument("--format", default="auto", choices=["auto", "text", "conll"],
+                       help="text = one sentence per line; conll = one word per line (auto: by file extension; a "
+                            "file that begins with -DOCSTART- is conll)")
+    group.add_argument("--pretokenized", action="store_true",
+                       help="each input line is words separated by white space (no splitting)")
+    group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
+                       help="JSONL (tags and entities) or CoNLL 'token gold pred' (default jsonl)")
+
+
+def _is_conll(source: str, fmt: str) -> bool:
+    if fmt != "auto" or source == "-":
+        return fmt == "conll"
+    path = Path(source)
+    if path.suffix.lower() in CONLL_SUFFIXES:
+        return True
+    from ..data.readers import iter_lines
+
+    return next(iter_lines(path), (0, ""))[1].startswith("-DOCSTART-")
+
+
+def read_sentences(source: str, fmt: str, pretokenized: bool) -> list[dict]:
+    """Rows {sentence (a list of words, or raw text to be split), doc?, gold?}; only CoNLL files have documents
+    and gold tags."""
+    from ..data.conll import read_conll_file
+
+    if source != "-" and not Path(source).is_file():
+        raise DataError("file not found", file=source)
+    if _is_conll(source, fmt):
+        if source == "-":
+            raise BertkitError("reading a CoNLL file from standard input is not supported; give a file")
+        data = read_conll_file(source, tagged=None)
+        rows = [{"sentence": words, "doc": doc} for words, doc in zip(data["tokens"], data["docs"], strict=True)]
+        if data.get("tags") is not None:
+            for row, tags in zip(rows, data["tags"], strict=True):
+                row["gold"] = tags
+        return rows
+    from ..data.readers import read_lines
+
+    return [{"sentence": line.split() if pretokenized else line.strip()} for _, line in read_lines(source, "sentence")]
+
+
+def format_rows(answers: list[dict], output_format: str) -> str:
+    if output_format == "conll":
+        from ..data.conll import conll_lines
+
+        gold = [a["gold"] for a in answers] if answers and "gold" in answers[0] else None
+        columns = ([gold] if gold is not None else []) + [[a["tags"] for a in answers]]
+        return conll_lines([a["tokens"] for a in answers], *columns)
+    return "".join(json.dumps(a) + "\n" for a in answers)
+
+
+class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    sentences: list[str | list[str]] = Field(
+        description="raw text (split into words; entities get character offsets) or a list of words",
+        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
+
+
+def token_rows(body: TokenRequest, limits) -> list[dict]:
+    from ..serve.schemas import check_count, check_text, check_words
+
+    check_count("sentences", len(body.sentences), limits)
+    for i, s in enumerate(body.sentences):
+        (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
+    return [{"sentence": s} for s in body.sentences]
+
+
+def plot_per_type(run: Path, split: str, per_type: dict) -> str:
+    """Entity F1 (and support) per entity type, as report_per_type_<split>.png."""
+    from ..report import plt, save_figure
+
+    types = list(per_type)
+    fig, ax = plt().subplots(figsize=(1.1 * len(types) + 2.5, 3.4))
+    bars = ax.bar(types, [100 * per_type[t]["f1"] for t in types], color="tab:green")
+    for bar, t in zip(bars, types, strict=True):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{100 * per_type[t]['f1']:.1f}\n"
+                f"n={per_type[t]['support']}", ha="center", va="bottom", fontsize=8)
+    ax.set(xlabel="entity type", ylabel="entity F1 (%)", ylim=(0, 110), title=f"F1 per entity type ({split})")
+    return save_figure(fig, run / f"report_per_type_{split}.png")

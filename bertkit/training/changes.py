@@ -1,0 +1,89 @@
+"""Every change training makes to the model, in one place, undone on the way out.
+
+```python
+with model_changes(model, cfg, cpu=True, precision="bf16", log=print) as applied:
+    train(model)      # `applied` names what took effect
+# here the model is as it was given: the same module types and dropout rates, every parameter trainable as before,
+# the same attention implementation (and glibc's allocator settings are back), whether training returned or raised
+```
+What it changes, in this order (the order fixes which random numbers each one draws):
+1. `reinit_pooler`: fresh N(0, initializer_range) pooler weights and zero bias, from the seeded generator. Weights
+   are what training changes anyway, so this is the one change not undone;
+2. `freeze_word_embeddings`: the word-piece embedding matrix gets `requires_grad=False` (undone: True again);
+3. `dropout` / `attention_dropout`: training-time rates on the model's `nn.Dropout` modules; model.config is not
+   changed, so saved files keep the checkpoint's rates (undone: the old rates);
+4. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
+   while training, the kept heap in bf16), each checked to have taken effect and undone by its own code.
+Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention); the
+wrapper accelerate puts on `forward` for mixed precision is taken off by accelerate itself (`unwrap_model` with
+`keep_fp32_wrapper=False`, in the trainer).
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+
+import torch
+from torch import nn
+
+from ..errors import BertkitError
+
+
+def reinit_pooler(model) -> None:
+    """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
+    pooler = getattr(model.base_model, "pooler", None)
+    if pooler is None:
+        raise BertkitError("reinit_pooler: this model has no pooler (only heads that read the pooled [CLS] use one)")
+    for module in pooler.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight.data.normal_(0.0, model.config.initializer_range)
+            module.bias.data.zero_()
+
+
+def set_dropout(model: nn.Module, hidden: float | None = None, attention: float | None = None) -> dict[str, float]:
+    """Training-time dropout rates: `attention` for the attention probabilities (the `dropout` of every
+    `*SelfAttention` module), `hidden` for every other dropout (embeddings, sublayer outputs, classifier input);
+    None leaves a rate as the checkpoint has it. model.config is not changed, so saved files keep the checkpoint's
+    rates. Returns {module name: old rate} for `reset_dropout`."""
+    old = {}
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Dropout):
+            parent = model.get_submodule(name.rpartition(".")[0])
+            rate = attention if type(parent).__name__.endswith("SelfAttention") else hidden
+            if rate is not None:
+                old[name], module.p = module.p, float(rate)
+    return old
+
+
+def reset_dropout(model: nn.Module, old: dict[str, float]) -> None:
+    """Put back the rates `set_dropout` replaced (by module name, so after the CPU speed-ups swapped modules too)."""
+    for name, p in old.items():
+        model.get_submodule(name).p = p
+
+
+@contextmanager
+def model_changes(model, cfg, cpu: bool = False, precision: str = "fp32", log=print):
+    """Apply the changes `cfg` asks for to `model` (module docstring); yield the names of those that took effect;
+    undo them on exit, also when the block raises. `cpu`: the model trains on a CPU in one unsharded process."""
+    applied = []
+    with ExitStack() as undo:
+        if cfg.reinit_pooler:
+            reinit_pooler(model)
+            applied.append("reinit_pooler")
+        if cfg.freeze_word_embeddings:
+            weight = model.get_input_embeddings().weight
+            if weight.requires_grad:
+                weight.requires_grad_(False)
+                undo.callback(weight.requires_grad_, True)
+                applied.append("freeze_word_embeddings")
+        old = set_dropout(model, cfg.dropout, cfg.attention_dropout)
+        undo.callback(reset_dropout, model, old)
+        if old:
+            applied.append("dropout")
+        if cpu:
+            from ..cpu import cpu_speedups
+
+            compute = cfg.compute
+            applied += undo.enter_context(cpu_speedups(model, compute.fast_dropout,
+                                                       compute.keep_heap and precision == "bf16", log))
+        yield applied

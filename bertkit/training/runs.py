@@ -1,0 +1,118 @@
+"""A fine-tuning run from a resolved config, as `bertkit finetune` (and `finetune glue`) starts it: read and check
+the data, decide the run folder, then train once, or once per seed with a mean ± std summary.
+
+    config (frozen) → the task's data (checked before anything is written) → the task's options completed from the
+    training data (`prepare_options`) → Trainer(task, config).fit → run folder; per seed: <output>/seed-N
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import BertkitError
+
+
+def default_output_dir(cfg) -> str:
+    model = Path(cfg.model.rstrip("/")).name
+    return f"runs/{cfg.name}-{model}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pickle: bool = False) -> dict | None:
+    """Validate the data, then train once, or once per seed of `seeds` with a summary; return the metrics (a seed
+    summary with `seeds`) on the main process, None on the others."""
+    from ..models import resolve_model
+    from ..tasks import get_task
+    from . import launch
+
+    t0 = time.perf_counter()
+    processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
+    out = Path(cfg.output_dir or launch.main_value(processes, default_output_dir(cfg)))  # one name for all
+    if resume and not out.is_dir():
+        raise BertkitError(f"--resume: {out} does not exist")
+    if not resume and out.exists() and any(out.iterdir()):
+        raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
+    processes.wait_for_everyone()  # every process has checked the folder before the main one writes into it
+    task = get_task(cfg.task).resolve(cfg.task_options)
+    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
+    # Everything the user gave is read and validated before the run folder is created.
+    train, evals, label_names = task.load_data(cfg)
+    test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
+    log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
+    options = task.prepare_options(cfg.task_options, train, label_names, log)
+    cfg = cfg.replace("the run", output_dir=str(out)) if options == cfg.task_options else \
+        cfg.replace("the run", output_dir=str(out), **vars(options))
+    if not seeds:
+        result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle)
+        if not launch.is_main_process():
+            return None
+        print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
+        print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
+        return result
+    results = {}
+    for seed in seeds:
+        seed_cfg = cfg.replace("--seeds", seed=seed, output_dir=str(out / f"seed-{seed}"))
+        done = Path(seed_cfg.output_dir) / "metrics.json"
+        if resume and done.is_file():  # finished before the interruption
+            results[seed] = json.loads(done.read_text())
+            continue
+        again = resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
+        results[seed] = train_one(task, seed_cfg, train, evals, test, label_names, again, allow_pickle)
+    if not launch.is_main_process():
+        return None
+    from ..report import write_seed_report
+    from ..utils import write_json
+
+    summary = summarize(results)
+    summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    write_json(out / "summary.json", summary)
+    write_seed_report(out, summary)
+    print(format_summary(summary))
+    print(f"wall time {summary['wall_seconds']:.0f} s; run folders: {out}/seed-*; summary: {out / 'summary.json'}")
+    return summary
+
+
+def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False,
+              allow_pickle: bool = False) -> dict:
+    from ..utils import set_seed
+    from . import Trainer, launch
+
+    set_seed(cfg.seed)  # before the new head is initialised
+    task = task_class.from_config(cfg, label_names, allow_pickle=allow_pickle)
+    result = Trainer(task, cfg, resume=resume).fit(train, evals, test)
+    t = result["train"]
+    if launch.is_main_process():
+        print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} "
+              f"examples/s, {t['precision']})")
+    return result
+
+
+def summarize(results: dict[int, dict]) -> dict:
+    """Mean ± sample standard deviation (ddof=1) of every evaluation metric over the seeds."""
+    import numpy as np
+
+    from ..report import eval_splits
+
+    first = next(iter(results.values()))
+    metrics = {}
+    for split in eval_splits(first):
+        for name in first[split]:
+            values = [r[split][name] for r in results.values() if isinstance(r[split].get(name), (int, float))]
+            if len(values) == len(results):
+                metrics[f"{split}/{name}"] = {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1))
+                                              if len(values) > 1 else 0.0, "values": values}
+    train_seconds = [r["train"]["train_seconds"] for r in results.values()]
+    return {"name": first.get("name", first["task"]), "task": first["task"], "seeds": list(results),
+            "metrics": metrics, "train_seconds": train_seconds}
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"{summary['name']}: {len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))})"]
+    for name, m in summary["metrics"].items():
+        # fractions in percent; SQuAD's are percent already, a squared error stays as it is
+        scale = 1 if name.endswith("mse") or any(abs(v) > 1 for v in m["values"]) else 100
+        lines.append(f"  {name:<28} {scale * m['mean']:6.2f} ± {scale * m['std']:.2f}   "
+                     f"[{', '.join(f'{scale * v:.2f}' for v in m['values'])}]")
+    return "\n".join(lines)
