@@ -4,14 +4,15 @@ Notebook use:
 ```python
 >>> import bertkit
 >>> clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
->>> cfg = bertkit.FinetuneConfig(epochs=1, output_dir="runs/demo", precision="auto")
+>>> cfg = bertkit.run_config(name="sst2", epochs=1, output_dir="runs/demo", precision="auto")
 >>> bertkit.Trainer(clf, cfg).fit({"text": texts, "label": labels}, {"dev": {"text": dev, "label": dev_labels}})
 >>> clf.predict(["a gripping, funny film"])
->>> ner = bertkit.TokenClassification.from_pretrained("runs/conll2003")  # a run of `bertkit finetune conll2003`
+>>> ner = bertkit.load_task("runs/conll2003")  # a run of `bertkit finetune conll2003`
 >>> ner.predict([["EU", "rejects", "German", "call"]])  # [{tokens, tags, entities}]
->>> qa = bertkit.QuestionAnswering.from_pretrained("runs/squad")  # a run of `bertkit finetune squad`
+>>> qa = bertkit.load_task("runs/squad")  # a run of `bertkit finetune squad`
 >>> qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
 ```
+A task of one's own: subclass `bertkit.Task` and `bertkit.register_task` it (examples/custom_task.py).
 """
 
 __version__ = "0.2.0"
@@ -21,11 +22,12 @@ import importlib  # noqa: E402
 # Public names, imported on first use: `import bertkit` (and `bertkit --help`) stays light; torch, transformers and
 # datasets load when a name that needs them is used.
 _PUBLIC = {
-    "FinetuneConfig": "config", "load_recipe": "config", "BertkitError": "errors", "DataError": "errors",
-    "compute_metrics": "metrics", "resolve_metrics": "metrics", "Adapter": "tasks",
-    "MultiLabelClassification": "tasks", "QuestionAnswering": "tasks", "SequenceClassification": "tasks",
-    "SequenceRegression": "tasks", "TokenClassification": "tasks", "adapter_for_checkpoint": "tasks",
-    "casing_type_ids": "tasks.casing", "Trainer": "training",
+    "RunConfig": "config", "run_config": "config", "FinetuneConfig": "config", "load_recipe": "config",
+    "BertkitError": "errors", "DataError": "errors", "compute_metrics": "metrics", "resolve_metrics": "metrics",
+    "Task": "tasks", "Adapter": "tasks", "register_task": "tasks", "get_task": "tasks", "task_names": "tasks",
+    "load_task": "tasks", "adapter_for_checkpoint": "tasks", "SequenceClassification": "tasks",
+    "SequenceRegression": "tasks", "MultiLabelClassification": "tasks", "TokenClassification": "tasks",
+    "QuestionAnswering": "tasks", "MultipleChoice": "tasks", "casing_type_ids": "tasks.casing", "Trainer": "training",
 }
 __all__ = sorted(_PUBLIC) + ["__version__"]
 

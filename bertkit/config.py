@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from .errors import BertkitError
+from .tasks.registry import all_tasks, get_task
 from .typed import build, checked, option, to_dict, unknown_key
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -174,8 +175,6 @@ class RunConfig:
 
 
 def task_class(name: str):
-    from .tasks.registry import get_task
-
     return get_task(name)
 
 
@@ -348,18 +347,14 @@ def upgrade_flat(values: dict, strict: bool) -> dict:
             out[group][field] = value
         elif key in GENERIC or key == "model_overrides":
             out[key] = value
-        elif strict and key not in DROPPED_0_2 and key not in OTHER_TASKS_0_2:
+        elif strict and key not in DROPPED_0_2 and key not in other_options(task):
             raise unknown_key(key, [*GENERIC, *FLAT, *legacy], "bertkit 0.2 config")
     return out
 
 
-# options of 0.2's other adapters, present (at their defaults) in every 0.2 config.yaml
-OTHER_TASKS_0_2 = frozenset({
-    "text_column", "text_pair_column", "label_column", "label_names", "skip_labels", "hub_columns", "columns",
-    "delimiter", "quoting", "carve_eval", "tag_column", "label_all_pieces", "ner_window_overlap", "ner_context",
-    "ner_casing", "problem_type", "label_delimiter", "threshold", "class_weights", "doc_pooling", "doc_window_overlap",
-    "window_overlap", "max_question_length", "max_answer_length", "n_best", "train_answer", "skip_bad_examples",
-    "allow_no_answer"})
+def other_options(task) -> set[str]:
+    """The option names of every other task: a 0.2 config.yaml holds them all, at their defaults."""
+    return {name for other in all_tasks() if other.Options is not task.Options for name in option_names(other.Options)}
 
 
 def load_run_config(path) -> RunConfig:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import yaml
 
+from .config import load_run_config
+from .plots import plt, save_figure
+from .tasks.registry import get_task
 from .utils import atomic_path
 
 
@@ -23,24 +26,6 @@ def eval_splits(result: dict) -> list[str]:
 
 def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line] if path.is_file() else []
-
-
-def plt():
-    """matplotlib's pyplot, drawing headless (Agg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig, path: Path) -> str:
-    """`fig` as a PNG at `path` (written atomically); returns its file name for report.md."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt().close(fig)
-    return path.name
 
 
 def plot_training(run: Path, train_log: list[dict], evals: list[dict], main_metric: str) -> list[str]:
@@ -74,8 +59,6 @@ def _metric_rows(metrics: dict) -> list[str]:
 
 def _run_facts(run: Path) -> tuple:
     """(run config, task class, label names) of a finished run folder (this version's config.yaml or 0.2's)."""
-    from .config import load_run_config
-    from .tasks import get_task
 
     cfg = load_run_config(run / "config.yaml")
     task = get_task(cfg.task).resolve(cfg.task_options)

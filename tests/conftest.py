@@ -346,3 +346,50 @@ def recipe_fingerprint(recipe: str, model: Path, root: Path) -> dict:
               if isinstance(m, dict) and s not in ("train", "data")}
     loss = [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()][-1]
     return {"metrics": splits, "last_loss": loss, "steps": metrics["train"]["steps"]}
+
+
+SWAG_HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+               "ending2", "ending3", "label"]
+
+
+def swag_rows(rng: random.Random, n: int, labelled: bool = True) -> list[list[str]]:
+    """SWAG rows whose right ending is the one with a positive word (the others have negative ones): learnable by
+    the tiny model. Texts with commas and quotes, as SWAG's CSV has them."""
+    rows = []
+    for i in range(n):
+        right = rng.randrange(4)
+        sent1 = " ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 9))) + ', "so" it goes'
+        sent2 = rng.choice(["someone", "the man", "she"])
+        endings = [" ".join([rng.choice(FILLER), rng.choice(POSITIVE if k == right else NEGATIVE), "."])
+                   for k in range(4)]
+        rows.append([f"anetv_{i:05d}", str(i), f"{sent1} {sent2}", sent1, sent2, "gold", *endings,
+                     str(right) if labelled else ""])
+    return rows
+
+
+def write_swag(directory: Path, n_train: int = 160, n_dev: int = 40, seed: int = 0) -> Path:
+    """train.csv, val.csv and an unlabelled test.csv in SWAG's own CSV format (a header, quoted fields)."""
+    import csv
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n, labelled in (("train.csv", n_train, True), ("val.csv", n_dev, True), ("test.csv", 12, False)):
+        with open(directory / name, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(SWAG_HEADER)
+            writer.writerows(swag_rows(rng, n, labelled))
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def one_precision_per_test():
+    """accelerate keeps one mixed precision per process (bertkit says so and stops, as a notebook must restart to
+    change it); tests train in several precisions in one process, so each test starts with accelerate's state
+    forgotten (its test utilities do the same)."""
+    yield
+    import sys
+
+    if "accelerate" in sys.modules:
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=False)

@@ -59,6 +59,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    help="recipe whose data and metrics to use (default: the run's own config.yaml)")
     p.add_argument("--split", default="dev", help="split name: the stem of a validation file (dev), or test")
     p.add_argument("--file", help="score this labelled file instead of the recipe's split")
-    p.add_argument("--data-dir", help="folder with the data files (default: the recipe's, or $BERTKIT_DATA_DIR/<name>)")
+    p.add_argument("--data-dir", help="folder with the data files (default: the run's or recipe's, or "
+                                      "$BERTKIT_DATA_DIR/<name>)")
     p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json)")
     p.set_defaults(func=run)

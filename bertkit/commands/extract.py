@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
                 vectors = fx([words for _, words, _ in chunk], dtype=writer.dtype)
             except SentenceError as e:  # name the input line
                 raise DataError(str(e).split(": ", 1)[1], file=args.input, line=chunk[e.index][2]) from None
-            for (sid, words, _), v in zip(chunk, vectors):
+            for (sid, words, _), v in zip(chunk, vectors, strict=True):
                 writer.add(sid, words, v)
             n += len(chunk)
             bar.update(len(chunk))

@@ -78,14 +78,10 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     recipe = recipe_of(argv)
     task = None
     try:
-        if recipe == "glue":
+        if recipe:
             from ..tasks import get_task
 
-            task = get_task("sequence-classification")
-        elif recipe:
-            from ..tasks import get_task
-
-            task = get_task(recipe_task(recipe))
+            task = get_task(recipe_task("sst2" if recipe == "glue" else recipe))  # glue: its recipes' task
     except BertkitError as e:
         p.set_defaults(task_error=str(e))
     if task is not None:
@@ -124,7 +120,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.recipe == "glue":
         from .glue import run_glue
 
-        return run_glue(args)
+        return run_glue(args, overrides_from(args))
     if args.tasks:
         raise BertkitError("--tasks is for `bertkit finetune glue` only")
     seeds = check_type("seeds", args.seeds, list[int]) if args.seeds else None

@@ -144,16 +144,16 @@ def format_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_glue(args: argparse.Namespace) -> int:
+def run_glue(args: argparse.Namespace, overrides: dict) -> int:
+    """`finetune glue` with the command line's flags (`args`) and its config overrides (`overrides`, flat)."""
     from ..config import load_recipe
     from ..training.launch import is_main_process
     from ..training.runs import finetune
     from ..typed import check_type
     from ..utils import COMMAND, atomic_path, hardware, write_json
-    from .finetune import overrides_from
 
     t0 = time.perf_counter()
-    overrides = overrides_from(args)
+    overrides = dict(overrides)
     bad = [k for k in PER_TASK if k in overrides]
     if bad:
         raise BertkitError(f"--{bad[0].replace('_', '-')} names one task's data; `finetune glue` takes each task's "

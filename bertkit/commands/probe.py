@@ -21,15 +21,15 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import BertkitError
     from ..extract import FeatureExtractor
     from ..extract.probe import train_probe
-    from ..tasks import TokenClassification, get_task
+    from ..tasks import get_task
     from ..utils import write_json
 
     cfg = load_recipe(args.task, {k: v for k, v in {"data_dir": args.data_dir, "max_train_samples":
                                                      args.max_train_samples}.items() if v is not None})
-    if not issubclass(get_task(cfg.task), TokenClassification):
-        raise BertkitError(f"probe needs a tagging recipe (token classification); {args.task} is a {cfg.task} "
-                           "recipe")
     train, evals, labels = get_task(cfg.task).load_data(cfg)
+    if not {"tokens", "tags"} <= set(train.column_names):
+        raise BertkitError(f"probe needs a tagging recipe (words and their tags); {args.task} is a {cfg.task} "
+                           "recipe")
     split, valid = next(iter(evals.items()))
     mix = args.combine == "scalar-mix"
     fx = FeatureExtractor(args.model, layers=args.layers, combine="none" if mix else args.combine, pool="first",

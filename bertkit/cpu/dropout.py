@@ -89,18 +89,24 @@ def swap_dropout(model: nn.Module) -> int:
     return n
 
 
-def route_attention(model: nn.Module) -> bool:
-    """Route a model that uses SDPA attention through `attention` above; False where it does not use SDPA or the
-    installed transformers has no attention registry (AttentionInterface, masking_utils)."""
+def attention_of(model: nn.Module) -> str | None:
+    """The attention implementation a transformers model runs (its config's, as transformers reads it)."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+    return getattr(config, "_attn_implementation", None) if config is not None else None
+
+
+def route_attention(model: nn.Module) -> bool:
+    """Route a model that uses SDPA attention through `attention` above (transformers' `set_attn_implementation`
+    with the registered name); False where it does not use SDPA or the installed transformers has no attention
+    registry (AttentionInterface, masking_utils, set_attn_implementation)."""
+    if attention_of(model) != "sdpa" or not hasattr(model, "set_attn_implementation"):
         return False
     try:
         _register()
     except ImportError:
         return False
-    config._attn_implementation = ATTN
-    return True
+    model.set_attn_implementation(ATTN)
+    return attention_of(model) == ATTN
 
 
 def fast_dropout(model: nn.Module) -> nn.Module:
@@ -115,7 +121,6 @@ def restore_dropout(model: nn.Module) -> nn.Module:
         for name, child in list(parent.named_children()):
             if type(child) is FastDropout:
                 setattr(parent, name, nn.Dropout(child.p))
-    config = getattr(model, "config", None)
-    if config is not None and getattr(config, "_attn_implementation", None) == ATTN:
-        config._attn_implementation = "sdpa"
+    if attention_of(model) == ATTN:
+        model.set_attn_implementation("sdpa")
     return model

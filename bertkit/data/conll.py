@@ -100,7 +100,7 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
         if tag_index is not None:
             iob2, n = to_iob2(word_tags)
             changed += n
-            for tag, line in zip(iob2, tag_lines):
+            for tag, line in zip(iob2, tag_lines, strict=True):
                 if label_names is not None and tag not in label_names:
                     raise DataError(f"tag {tag!r} is not in the label set ({', '.join(label_names)})", file=path,
                                     line=line, field=f"column {tag_index + 1}")

@@ -85,7 +85,7 @@ def _table(records, path: Path, columns: list[str] | None, required) -> list[tup
         if len(fields) != len(header) and not (headerless and len(fields) > len(header)):
             raise DataError(f"expected {len(header)} columns ({', '.join(header)}), found {len(fields)}",
                             file=path, line=line)
-        rows.append((line, dict(zip(header, fields))))
+        rows.append((line, dict(zip(header, fields, strict=False))))  # fields past the header's: ignored
     return rows
 
 

@@ -212,13 +212,14 @@ def _hub_records(ds: datasets.Dataset):
     for i, row in enumerate(ds):
         answers = row.get("answers") or {}
         qa = {"id": row.get("id"), "question": row.get("question"), "answers": [
-            {"text": t, "answer_start": s} for t, s in zip(answers.get("text", []), answers.get("answer_start", []))]}
+            {"text": t, "answer_start": s}
+            for t, s in zip(answers.get("text", []), answers.get("answer_start", []), strict=True)]}
         yield f"rows[{i}]", qa, row.get("context") or ""
 
 
 def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
     out = []
-    for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits):
+    for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits, strict=True):
         o = cfg.task_options
         columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub.dataset} ({name})", o.skip_bad_examples, n,
                                        o.allow_no_answer)
@@ -245,7 +246,7 @@ def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
     columns = train.to_dict()
     columns["answers"] = [consensus_first(a) for a in columns["answers"]]
     moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
-                for a, b in zip(columns["answers"], train["answers"]))
+                for a, b in zip(columns["answers"], train["answers"], strict=True))
     print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
           "their first", file=sys.stderr)
     return datasets.Dataset.from_dict(columns, features=train.features)

@@ -28,7 +28,6 @@ from pathlib import Path
 import evaluate
 
 from ..errors import BertkitError
-
 from .classification import F1, Accuracy, MatthewsCorrelation
 from .multi_label import MULTI_LABEL_BUILTIN
 from .ner import NER_BUILTIN

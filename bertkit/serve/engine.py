@@ -5,8 +5,8 @@ A batch (`run`) holds the items of several requests. Requests with the same key 
 kind, e.g. single texts or pairs; one embedding setting) are joined into one call of the task's `predict_rows` (or
 the extractor), which sorts them by length into model batches and gives the answers back in order: exactly what
 `bertkit predict` and `bertkit extract` compute. The engine knows no task: the task says how a request body becomes
-rows (`serve_rows`) and how an answer is written (`echo`). If a call fails on bad input (`BertkitError`), each request is retried alone, so one bad request
-gets its 400 without failing the others.
+rows (`serve_rows`) and how an answer is written (`echo`). If a call fails on bad input (`BertkitError`), each
+request is retried alone, so one bad request gets its 400 without failing the others.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class Engine:
                 "endpoints": (["/predict"] if self.task else []) + (["/embed"] if self.extractor else [])}
         if self.task is not None:
             meta.update(labels=self.task.label_names or None, max_length=self.task.max_length,
-                        inputs={k: getattr(t, "__name__", str(t)) for k, t in self.task.input_fields.items()})
+                        inputs={k: getattr(t, "__name__", str(t)) for k, t in self.task.input_fields.items()},
+                        **self.task.describe())
         if self.extractor is not None:
             meta["embed"] = {"hidden_layers": self.extractor.config.num_hidden_layers,
                              "hidden_size": self.extractor.config.hidden_size,

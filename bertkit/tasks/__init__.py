@@ -2,31 +2,30 @@
 
 Built in: sequence-classification (with its regression and multi-label heads), token-classification,
 question-answering, multiple-choice. Add one with `bertkit.register_task` or a package's `bertkit.tasks` entry
-point (docs/design.md, examples/custom_task.py).
+point (docs/design.md, examples/custom_task.py). Names are imported on first use: `bertkit.tasks.registry` (what
+`bertkit --help` and the config need) loads no task module, torch or transformers.
 """
 
-from __future__ import annotations
+import importlib
 
-from .base import Adapter, NoOptions, Task
-from .classification import ClassificationOptions, SequenceClassification
-from .multi_label import MultiLabelClassification
-from .multiple_choice import MultipleChoice, MultipleChoiceOptions
-from .question_answering import QuestionAnswering, QuestionAnsweringOptions
-from .registry import checkpoint_task, get_task, head_task, register_task, task_names
-from .regression import SequenceRegression
-from .token_classification import TokenClassification, TokenClassificationOptions
-
-
-def load_task(name: str, allow_pickle: bool = False) -> Task:
-    """The task of a fine-tuned model folder (a run, or any checkpoint with a known head), loaded with its
-    weights, options and max length."""
-    cls, path = checkpoint_task(name)
-    return cls.from_pretrained(path, allow_pickle=allow_pickle)
+_PUBLIC = {
+    "Task": "base", "Adapter": "base", "NoOptions": "base",
+    "SequenceClassification": "classification", "ClassificationOptions": "classification",
+    "SequenceRegression": "classification", "MultiLabelClassification": "classification",
+    "TokenClassification": "token_classification", "TokenClassificationOptions": "token_classification",
+    "QuestionAnswering": "question_answering", "QuestionAnsweringOptions": "question_answering",
+    "MultipleChoice": "multiple_choice", "MultipleChoiceOptions": "multiple_choice",
+    "register_task": "registry", "get_task": "registry", "task_names": "registry", "all_tasks": "registry",
+    "checkpoint_task": "folders", "head_task": "folders", "load_task": "folders",
+    "adapter_for_checkpoint": "folders",
+}
+__all__ = sorted(_PUBLIC)
 
 
-adapter_for_checkpoint = load_task  # the 0.2 name
-
-__all__ = ["Adapter", "ClassificationOptions", "MultiLabelClassification", "MultipleChoice", "MultipleChoiceOptions",
-           "NoOptions", "QuestionAnswering", "QuestionAnsweringOptions", "SequenceClassification",
-           "SequenceRegression", "Task", "TokenClassification", "TokenClassificationOptions", "adapter_for_checkpoint",
-           "checkpoint_task", "get_task", "head_task", "load_task", "register_task", "task_names"]
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bertkit.tasks' has no attribute {name!r}")
+    module = importlib.import_module(f".{_PUBLIC[name]}", __name__)
+    value = getattr(module, "load_task" if name == "adapter_for_checkpoint" else name)  # the 0.2 name
+    globals()[name] = value
+    return value

@@ -27,6 +27,7 @@ from pathlib import Path
 import datasets
 import torch
 
+from ..config import load_run_config
 from ..errors import BertkitError, DataError
 from ..inference import forward_all
 from ..models import load_pretrained, load_tokenizer, resolve_model
@@ -148,8 +149,6 @@ class Task:
         run = Path(path) / "config.yaml"
         if not run.is_file():
             return None, None
-        from ..config import load_run_config
-
         saved = load_run_config(run)
         return (saved.max_length, saved.task_options) if isinstance(saved.task_options, cls.Options) else (None, None)
 
@@ -334,6 +333,10 @@ class Task:
         rows = [item.model_dump(exclude_none=True) for item in body.inputs]
         check_rows("inputs", rows, self.input_fields, limits)
         return rows, (), {}
+
+    def describe(self) -> dict:
+        """What `serve`'s /metadata says of the task beyond its name, labels and inputs."""
+        return {}
 
     def serve_warm_up(self) -> dict:
         """A small request body, run once before the server opens."""

@@ -37,7 +37,8 @@ from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
 from .base import Task
-from .registry import register_task
+from .multi_label import MultiLabelHead
+from .regression import RegressionHead
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
@@ -159,7 +160,6 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
     return [round(float(w), 6) for w in negatives / counts]
 
 
-@register_task
 class SequenceClassification(Task):
     name = "sequence-classification"
     Options = ClassificationOptions
@@ -189,15 +189,15 @@ class SequenceClassification(Task):
                                "resolve_class_weights('balanced', labels, label_names, problem_type)")
         self.class_weights = resolve_class_weights(o.class_weights, [], self.label_names, self.problem_type)
         self._collator = DataCollatorWithPadding(self.tokenizer)
+        self._check_head()
 
     # --- which head ------------------------------------------------------------------------------------------
+    def _check_head(self) -> None:
+        """A head's own checks of the model it was given."""
+
     @classmethod
     def resolve(cls, options):
-        from .multi_label import MultiLabelClassification
-        from .regression import SequenceRegression
-
-        heads = {SINGLE: SequenceClassification, REGRESSION: SequenceRegression, MULTI: MultiLabelClassification}
-        return heads[getattr(options, "problem_type", SINGLE)]
+        return HEADS[getattr(options, "problem_type", SINGLE)]
 
     @classmethod
     def for_checkpoint(cls, config: dict):
@@ -207,12 +207,9 @@ class SequenceClassification(Task):
 
     @classmethod
     def check_metrics(cls, metrics, options, source):
-        from .multi_label import MultiLabelClassification
-        from .regression import SequenceRegression
-
         own = cls.resolve(options)
         for name in metrics:
-            other = next((c for c in (SequenceClassification, SequenceRegression, MultiLabelClassification)
+            other = next((c for c in HEADS.values()
                           if c is not own and name in c.metric_builtins and name not in own.metric_builtins), None)
             if other is not None:
                 raise BertkitError(f"{source}: metric '{name}' is for {other.problem_type}; {own.problem_type} has "
@@ -239,8 +236,8 @@ class SequenceClassification(Task):
         if options.class_weights is None:
             return options
         weights = resolve_class_weights(options.class_weights, train["label"], label_names, options.problem_type)
-        log(f"class weights ({'balanced, from the training labels' if options.class_weights == 'balanced' else 'given'}"
-            "): " + ", ".join(f"{n} {w:g}" for n, w in zip(label_names, weights, strict=True)))
+        how = "balanced, from the training labels" if options.class_weights == "balanced" else "given"
+        log(f"class weights ({how}): " + ", ".join(f"{n} {w:g}" for n, w in zip(label_names, weights, strict=True)))
         return replace(options, class_weights=weights)
 
     # --- what differs between heads (regression.py and multi_label.py override these) --------------------------
@@ -376,6 +373,9 @@ class SequenceClassification(Task):
     def serve_warm_up(self) -> dict:
         return {"texts": ["warm up"], **({"text_pairs": ["warm up"]} if self.pairs else {})}
 
+    def describe(self) -> dict:
+        return {"pairs": self.pairs, "problem_type": self.problem_type}
+
     @property
     def pairs(self) -> bool | None:
         """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
@@ -389,3 +389,14 @@ class SequenceClassification(Task):
 
         image = plot_confusion(run, split, predictions, label_names)
         return [image] if image else []
+
+
+class SequenceRegression(RegressionHead, SequenceClassification):
+    """Sequence regression (STS-B): one output, MSE loss (`regression.py`)."""
+
+
+class MultiLabelClassification(MultiLabelHead, SequenceClassification):
+    """Any number of labels per text: a sigmoid per label, binary cross-entropy (`multi_label.py`)."""
+
+
+HEADS = {SINGLE: SequenceClassification, REGRESSION: SequenceRegression, MULTI: MultiLabelClassification}

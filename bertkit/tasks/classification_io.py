@@ -73,7 +73,7 @@ def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) 
         return None
     import numpy as np
 
-    from ..report import plt, save_figure
+    from ..plots import plt, save_figure
 
     index = {n: i for i, n in enumerate(labels)}
     m = np.zeros((len(labels), len(labels)), dtype=int)  # [gold, predicted]

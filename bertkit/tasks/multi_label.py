@@ -22,14 +22,15 @@ import torch
 import torch.nn.functional as F
 
 from ..metrics import MULTI_LABEL_BUILTIN
-from .classification import SequenceClassification
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-logits))
 
 
-class MultiLabelClassification(SequenceClassification):
+class MultiLabelHead:
+    """What differs from single-label classification (mixed into `classification.MultiLabelClassification`)."""
+
     problem_type = "multi_label_classification"
     metric_builtins = MULTI_LABEL_BUILTIN
     default_metrics = ("micro_f1", "macro_f1", "subset_accuracy")

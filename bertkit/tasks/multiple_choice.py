@@ -37,7 +37,6 @@ from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
 from .base import Task
-from .registry import register_task
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -90,7 +89,6 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
     return datasets.Dataset.from_dict(out)
 
 
-@register_task
 class MultipleChoice(Task):
     name = "multiple-choice"
     Options = MultipleChoiceOptions

@@ -94,7 +94,7 @@ def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answ
         return []
     probs = _softmax(np.array([logit for _, logit in ranked]))  # [answers]
     return [{"text": context[a:b], "score": float(p), "logit": logit, "start": a, "end": b}
-            for ((a, b), logit), p in zip(ranked, probs)]
+            for ((a, b), logit), p in zip(ranked, probs, strict=True)]
 
 
 def null_logit(windows: list[Window]) -> float:
@@ -109,7 +109,8 @@ def with_null(answers: list[dict], null: float) -> tuple[list[dict], float, floa
     `score_diff`; a question without any span counts its best span logit as 0, as run_qa.py's empty prediction)."""
     probs = _softmax(np.array([a["logit"] for a in answers] + [null]))  # [answers + 1], the null last
     odds = null - (answers[0]["logit"] if answers else 0.0)
-    return [{**a, "score": float(p)} for a, p in zip(answers, probs)], float(probs[-1]), float(odds)
+    spans = [{**a, "score": float(p)} for a, p in zip(answers, probs[:-1], strict=True)]
+    return spans, float(probs[-1]), float(odds)
 
 
 def decide(answers: list[dict], null_odds: float, null_probability: float, threshold: float) -> dict:

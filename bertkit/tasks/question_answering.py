@@ -41,7 +41,6 @@ from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..typed import option
 from ..utils import write_json
 from .base import Task
-from .registry import register_task
 from .qa_spans import Window, decide, label_window, null_logit, rank_answers, with_null
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -76,7 +75,6 @@ class QuestionAnsweringOptions:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
 
 
-@register_task
 class QuestionAnswering(Task):
     name = "question-answering"
     Options = QuestionAnsweringOptions
@@ -146,7 +144,7 @@ class QuestionAnswering(Task):
         questions = [q.strip() for q in questions]
         enc = self.tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
         return [q if len(offs) <= self.max_question_length else q[: offs[self.max_question_length - 1][1]]
-                for q, offs in zip(questions, enc["offset_mapping"])]
+                for q, offs in zip(questions, enc["offset_mapping"], strict=True)]
 
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         """Questions → windows (usually one per question; several for a long context). Columns: model inputs,
@@ -207,12 +205,12 @@ class QuestionAnswering(Task):
         else 0.0)."""
         windows: list[list[Window]] = [[] for _ in range(len(examples))]
         for out, q, offsets, start, end in zip(outputs, features["example_index"], features["offsets"],
-                                               features["context_start"], features["context_end"]):
+                                               features["context_start"], features["context_end"], strict=True):
             windows[q].append(Window(out["start_logits"], out["end_logits"], np.asarray(offsets), start, end))
         ids = examples["id"] if "id" in examples.column_names else range(len(examples))
         threshold = self.null_threshold if threshold is None else threshold
         predictions = []
-        for qid, context, wins in zip(ids, examples["context"], windows):
+        for qid, context, wins in zip(ids, examples["context"], windows, strict=True):
             p = {"nbest": rank_answers(wins, context, self.n_best, self.max_answer_length)}
             if self.allow_no_answer:
                 p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"], null_logit(wins))
@@ -235,7 +233,7 @@ class QuestionAnswering(Task):
         predictions = self.answers(outputs, examples, features)
         labelled = "answers" in examples.column_names
         if self.allow_no_answer and labelled:
-            for p, a in zip(predictions, examples["answers"]):
+            for p, a in zip(predictions, examples["answers"], strict=True):
                 p["gold"] = list(a["text"])  # [] = unanswerable
             if self.null_threshold is None:
                 threshold = self.choose_threshold(predictions)
@@ -244,12 +242,12 @@ class QuestionAnswering(Task):
         metrics = {}
         if metric_hooks and labelled:
             if not self.allow_no_answer:  # for the run report's breakdown by question type (v1.1 scores)
-                for p, q, a in zip(predictions, examples["question"], examples["answers"]):
+                for p, q, a in zip(predictions, examples["question"], examples["answers"], strict=True):
                     p.update(question=q, gold=list(a["text"]))
             preds = [{"id": p["id"], "prediction_text": p["answer"], **({"no_answer_probability": p["null_odds"]}
                                                                          if self.allow_no_answer else {})}
                      for p in predictions]
-            refs = [{"id": i, "answers": a} for i, a in zip(examples["id"], examples["answers"])]
+            refs = [{"id": i, "answers": a} for i, a in zip(examples["id"], examples["answers"], strict=True)]
             metrics = compute_metrics(metric_hooks, preds, refs)
         return metrics, predictions
 

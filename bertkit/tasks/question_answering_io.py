@@ -38,7 +38,7 @@ def plot_question_types(run: Path, split: str, preds: list[dict]) -> str | None:
     if not preds or "gold" not in preds[0] or "question" not in preds[0]:
         return None
     from ..metrics.squad import exact_match_score, f1_score
-    from ..report import plt, save_figure
+    from ..plots import plt, save_figure
 
     groups: dict[str, list] = {}
     for p in preds:

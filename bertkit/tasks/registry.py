@@ -2,8 +2,9 @@
 here and speak only to its class (`bertkit.tasks.base.Task`); none of them knows a task by name.
 
 Three ways in, looked up lazily (the first time a task name is asked for, so `bertkit --help` stays light):
-- bertkit's own tasks register themselves when their module is imported (`BUILTIN` lists the modules);
-- `bertkit.register_task(MyTask)` from a notebook or a script;
+- bertkit's own tasks, declared in `BUILTIN` as "module:Class" exactly as a plugin declares its entry point, and
+  loaded the same way (their modules do not import this one, so there is no import circle);
+- `bertkit.register_task(MyTask)` from a notebook or a script (also usable as a class decorator);
 - the entry-point group `bertkit.tasks` of installed packages: in a plugin's pyproject.toml,
   `[project.entry-points."bertkit.tasks"] my-task = "my_package.my_module:MyTask"` (or a module that registers its
   tasks when imported). A plugin that fails to load is named in the error of the task it was to provide, and the
@@ -11,7 +12,7 @@ Three ways in, looked up lazily (the first time a task name is asked for, so `be
 
 Example:
 ```python
->>> from bertkit.tasks import Task, register_task, get_task
+>>> from bertkit.tasks import Task, get_task, register_task
 >>> @register_task
 ... class Cloze(Task):
 ...     name = "cloze"
@@ -24,12 +25,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import json
-from pathlib import Path
 
 from ..errors import BertkitError
 
-BUILTIN = ("classification", "token_classification", "question_answering", "multiple_choice")
+BUILTIN = {"sequence-classification": "bertkit.tasks.classification:SequenceClassification",
+           "token-classification": "bertkit.tasks.token_classification:TokenClassification",
+           "question-answering": "bertkit.tasks.question_answering:QuestionAnswering",
+           "multiple-choice": "bertkit.tasks.multiple_choice:MultipleChoice"}
 ENTRY_POINTS = "bertkit.tasks"
 _TASKS: dict[str, type] = {}
 _BROKEN: dict[str, str] = {}  # entry-point name → why it did not load
@@ -59,8 +61,10 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in BUILTIN:
-        importlib.import_module(f"{__package__}.{module}")
+    for value in BUILTIN.values():
+        module, _, name = value.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        _TASKS.setdefault(cls.name, cls)  # a task registered by hand under a built-in's name keeps its place
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINTS):
@@ -78,6 +82,12 @@ def task_names() -> list[str]:
     return sorted(_TASKS)
 
 
+def all_tasks() -> list[type]:
+    """Every registered task class (built-ins first)."""
+    _load()
+    return list(_TASKS.values())
+
+
 def get_task(name: str) -> type:
     """The task class registered as `name`; BertkitError naming the known tasks otherwise."""
     if name in _TASKS:
@@ -90,45 +100,3 @@ def get_task(name: str) -> type:
     close = difflib.get_close_matches(name, list(_TASKS), n=1)
     raise BertkitError(f"unknown task '{name}'" + (f" (did you mean '{close[0]}'?)" if close else "")
                        + f"; known tasks: {', '.join(sorted(_TASKS))}")
-
-
-def checkpoint_task(name: str) -> tuple[type, str]:
-    """(task class, local path) of a fine-tuned model folder (a bertkit run, an ONNX export, or any checkpoint with
-    a task head): the task its config.yaml names, else the task whose head its config.json `architectures` has.
-    Loads no weights."""
-    from ..models import resolve_model
-
-    path, local = resolve_model(name)
-    if not local:
-        raise BertkitError(f"model folder not found: {name}")
-    run = Path(path) / "config.yaml"
-    if run.is_file():
-        from ..config import load_run_config
-
-        cfg = load_run_config(run)
-        return get_task(cfg.task).resolve(cfg.task_options), path
-    cls = head_task(path)
-    if cls is None:
-        architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures")
-        _load()
-        heads = sorted({f"*{c.architecture}" for c in _TASKS.values() if c.architecture})
-        raise BertkitError(f"{path} is not a fine-tuned checkpoint of a known task (architectures: {architectures});"
-                           f" expected one of: {', '.join(heads)}")
-    return cls, path
-
-
-def head_task(name: str) -> type | None:
-    """The task class of a local checkpoint's head, from its config.json (architectures, problem_type); None for a
-    base model or a hub id. Loads nothing."""
-    from ..models import resolve_model
-
-    path, local = resolve_model(name)
-    if not local:
-        return None
-    config = json.loads((Path(path) / "config.json").read_text())
-    _load()
-    for cls in _TASKS.values():
-        found = cls.for_checkpoint(config)
-        if found is not None:
-            return found
-    return None

@@ -19,17 +19,17 @@ import numpy as np
 
 from ..errors import BertkitError
 from ..metrics import REGRESSION_BUILTIN
-from .classification import SequenceClassification
 
 
-class SequenceRegression(SequenceClassification):
+class RegressionHead:
+    """What differs from single-label classification (mixed into `classification.SequenceRegression`)."""
+
     problem_type = "regression"
     metric_builtins = REGRESSION_BUILTIN
     default_metrics = ("pearson", "spearman", "mse")
     lower_is_better = frozenset({"mse"})
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def _check_head(self) -> None:
         if self.model.config.num_labels != 1:
             raise BertkitError(f"a regression head has one output; this model has {self.model.config.num_labels}")
         if self.class_weights is not None:

@@ -41,7 +41,6 @@ from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
 from ..typed import option
 from .base import Task
-from .registry import register_task
 from .casing import add_casing_types, word_casing
 from .windows import merge_windows, word_windows
 
@@ -96,7 +95,6 @@ class TokenClassificationOptions:
             raise BertkitError(f"{source}: 'hub_columns' names two columns: words, tags")
 
 
-@register_task
 class TokenClassification(Task):
     name = "token-classification"
     Options = TokenClassificationOptions
@@ -180,7 +178,8 @@ class TokenClassification(Task):
         if gold is not None:
             gold = [[self.label_names[t] if isinstance(t, int) else t for t in g] for g in gold]
         metrics = compute_metrics(metric_hooks, tags, gold) if metric_hooks and gold is not None else {}
-        predictions = [sentence_prediction(w, t, g) for w, t, g in zip(tokens, tags, gold or [None] * len(tags))]
+        predictions = [sentence_prediction(w, t, g)
+                       for w, t, g in zip(tokens, tags, gold or [None] * len(tags), strict=True)]
         return metrics, predictions
 
     def save(self, directory, state_dict=None):
@@ -208,7 +207,7 @@ class TokenClassification(Task):
         for consecutive sentences of one text) gives a model trained with document context its context; without
         it each sentence is read alone."""
         spans = [split_words(s) if isinstance(s, str) else None for s in sentences]
-        tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans)]
+        tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans, strict=True)]
         if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
             raise BertkitError("a word must be a non-empty string (give each sentence as a list of words or a str)")
         if documents is not None and len(documents) != len(tokens):
@@ -271,7 +270,7 @@ def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[
     """Piece ids of each word of sentence i; a word the tokenizer drops (e.g. a zero-width space) becomes [UNK],
     and a word longer than a window keeps its first `budget` pieces."""
     pieces = [[] for _ in range(num_words)]
-    for piece, word in zip(enc["input_ids"][i], enc.word_ids(i)):
+    for piece, word in zip(enc["input_ids"][i], enc.word_ids(i), strict=True):
         pieces[word].append(piece)
     return [p[:budget] or [unk_id] for p in pieces]
 

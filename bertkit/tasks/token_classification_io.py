@@ -99,7 +99,7 @@ def token_rows(body: TokenRequest, limits) -> list[dict]:
 
 def plot_per_type(run: Path, split: str, per_type: dict) -> str:
     """Entity F1 (and support) per entity type, as report_per_type_<split>.png."""
-    from ..report import plt, save_figure
+    from ..plots import plt, save_figure
 
     types = list(per_type)
     fig, ax = plt().subplots(figsize=(1.1 * len(types) + 2.5, 3.4))

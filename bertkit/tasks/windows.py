@@ -53,7 +53,7 @@ def merge_windows(word_ids: list[list[int]], example_ids: list[int], logits: lis
     num_labels = logits[0].shape[-1] if logits else 0
     merged = [np.zeros((n, num_labels), dtype=np.float32) for n in num_words]
     best = [np.full(n, -1) for n in num_words]  # context of the window each word's row came from
-    for ids, ex, scores in zip(word_ids, example_ids, logits):
+    for ids, ex, scores in zip(word_ids, example_ids, logits, strict=True):
         ids = np.asarray(ids)  # [positions]
         pieces = np.flatnonzero(ids >= 0)  # positions of word pieces, in order
         if not pieces.size:

@@ -77,9 +77,9 @@ class Rows(Dataset):
 
     def __getitems__(self, idx: list[int]) -> list[dict]:
         columns = self.features[idx]  # {column: [value per row]}
-        rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
+        rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
         if self.with_index:
-            for row, i in zip(rows, idx):
+            for row, i in zip(rows, idx, strict=True):
                 row[INDEX] = i
         return rows
 

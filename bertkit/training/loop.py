@@ -52,16 +52,20 @@ class Trainer:
     name, model, max length and options, labels included), whatever `config` says of them (`trained_config`).
     """
 
-    def __init__(self, adapter, config: RunConfig, metric_hooks=None, accelerator=None, callbacks=(),
+    def __init__(self, task, config: RunConfig, metric_hooks=None, accelerator=None, callbacks=(),
                  resume: bool = False):
-        self.adapter, self.callbacks, self.resume = adapter, list(callbacks), resume
-        self.cfg = trained_config(config, adapter)  # what is actually trained; never changed afterwards
+        self.task, self.callbacks, self.resume = task, list(callbacks), resume
+        self.cfg = trained_config(config, task)  # what is actually trained; never changed afterwards
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
-            self.cfg.metrics, builtins=adapter.metric_builtins, num_labels=len(adapter.label_names))
+            self.cfg.metrics, builtins=task.metric_builtins, num_labels=len(task.label_names))
         check_trackers(config.report_to)
         accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
+
+    @property
+    def adapter(self):  # the 0.2 name
+        return self.task
 
     def log(self, msg: str) -> None:
         if self.accelerator.is_main_process:
@@ -71,8 +75,8 @@ class Trainer:
         """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it."""
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
-            outputs = predict_features(self.accelerator, self.model, self.adapter, features, self.cfg.eval_batch_size)
-            metrics[name], predictions[name] = self.adapter.score(outputs, examples, features, self.metric_hooks)
+            outputs = predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size)
+            metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
         return metrics, predictions
 
     # --- set-up ---------------------------------------------------------------------------------------
@@ -80,7 +84,7 @@ class Trainer:
         """Optimizer, schedule and accelerate wrapping; then resume state or a fresh one; then the run folder (main
         process). The model changes are in place already (`fit`); on resume the checkpoint's weights and random
         states replace what they drew."""
-        cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.adapter.model
+        cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.task.model
         self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
@@ -110,15 +114,15 @@ class Trainer:
         cfg, acc = self.cfg, self.accelerator
         if not evals:
             raise BertkitError("at least one evaluation set is needed (validation_files)")
-        train = self.adapter.examples(train)
-        evals = {k: self.adapter.examples(v) for k, v in evals.items()}
+        train = self.task.examples(train)
+        evals = {k: self.task.examples(v) for k, v in evals.items()}
         with acc.main_process_first():  # the main process tokenises and fills the feature cache; the others read it
-            features = self.adapter.encode(train)
-            eval_sets = {k: (v, self.adapter.encode(v)) for k, v in evals.items()}
+            features = self.task.encode(train)
+            eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
         if acc.device.type == "cuda":
-            self.adapter.pad_to_multiple_of(8)
+            self.task.pad_to_multiple_of(8)
         self._n_train = len(train)
-        loader, self._order = train_loader(features, self.adapter, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
+        loader, self._order = train_loader(features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
                                            acc.device)
         batches_per_epoch = len(self._order) // acc.num_processes  # per process
         if batches_per_epoch == 0:
@@ -129,7 +133,7 @@ class Trainer:
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
         try:
-            with model_changes(self.adapter.model, cfg, cpu, self.precision, self.log) as applied:
+            with model_changes(self.task.model, cfg, cpu, self.precision, self.log) as applied:
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
@@ -166,7 +170,7 @@ class Trainer:
             t0 = time.perf_counter()
             for batch in batches:
                 with acc.accumulate(self.model):
-                    loss = self.adapter.compute_loss(self.model, batch)
+                    loss = self.task.compute_loss(self.model, batch)
                     acc.backward(loss)
                     if acc.sync_gradients:
                         self._clip(trained)
@@ -250,11 +254,11 @@ class Trainer:
         self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
         value = metrics[next(iter(eval_sets))][cfg.main_metric]
         best = state["best_metric"]
-        lower = cfg.main_metric in self.adapter.lower_is_better
+        lower = cfg.main_metric in self.task.lower_is_better
         improved = best is None or (value < best if lower else value > best)
         if improved:
             state.update(best_metric=value, best_step=state["global_step"], bad_evals=0)
-            checkpoints.save_best(acc, self.model, self.adapter, self.ckpt_dir / "best")
+            checkpoints.save_best(acc, self.model, self.task, self.ckpt_dir / "best")
         else:
             state["bad_evals"] += 1
         flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
@@ -280,9 +284,9 @@ class Trainer:
             checkpoints.load_weights(acc, self.model, best)
             metrics, predictions = self.evaluate(eval_sets)
         if test is not None:
-            test = self.adapter.examples(test)
+            test = self.task.examples(test)
             with acc.main_process_first():
-                test_set = {"test": (test, self.adapter.encode(test))}
+                test_set = {"test": (test, self.task.encode(test))}
             test_metrics, test_predictions = self.evaluate(test_set)
             metrics.update(test_metrics)
             predictions.update(test_predictions)
@@ -298,8 +302,8 @@ class Trainer:
         if acc.is_main_process:
             main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
-                self.adapter.write_predictions(out, name, preds, main=name == main_split)
-            checkpoints.write_run_model(self.adapter, out, best)  # after write_predictions: QA v2 sets its threshold
+                self.task.write_predictions(out, name, preds, main=name == main_split)
+            checkpoints.write_run_model(self.task, out, best)  # after write_predictions: QA v2 sets its threshold
             write_json(out / "metrics.json", result)
             write_report(out)
         if self.cfg.report_to:

@@ -1,0 +1,53 @@
+"""Which task a model folder holds: a bertkit run (its config.yaml names the task), an ONNX export (the run's
+config.yaml is copied into it), or any Hugging Face checkpoint with a task head (its config.json `architectures`).
+Nothing but config files is read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import load_run_config
+from ..errors import BertkitError
+from ..models import resolve_model
+from .registry import all_tasks, get_task
+
+
+def checkpoint_task(name: str) -> tuple[type, str]:
+    """(task class, local path) of a fine-tuned model folder: the task its config.yaml names, else the task whose
+    head its config.json has."""
+    path, local = resolve_model(name)
+    if not local:
+        raise BertkitError(f"model folder not found: {name}")
+    run = Path(path) / "config.yaml"
+    if run.is_file():
+        cfg = load_run_config(run)
+        return get_task(cfg.task).resolve(cfg.task_options), path
+    cls = head_task(path)
+    if cls is None:
+        architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures")
+        heads = sorted({f"*{c.architecture}" for c in all_tasks() if c.architecture})
+        raise BertkitError(f"{path} is not a fine-tuned checkpoint of a known task (architectures: {architectures});"
+                           f" expected one of: {', '.join(heads)}")
+    return cls, path
+
+
+def head_task(name: str) -> type | None:
+    """The task class of a local checkpoint's head, from its config.json (architectures, problem_type); None for a
+    base model or a hub id."""
+    path, local = resolve_model(name)
+    if not local:
+        return None
+    config = json.loads((Path(path) / "config.json").read_text())
+    for cls in all_tasks():
+        found = cls.for_checkpoint(config)
+        if found is not None:
+            return found
+    return None
+
+
+def load_task(name: str, allow_pickle: bool = False):
+    """The task of a fine-tuned model folder (a run, or any checkpoint with a known head), loaded with its
+    weights, options and max length."""
+    cls, path = checkpoint_task(name)
+    return cls.from_pretrained(path, allow_pickle=allow_pickle)

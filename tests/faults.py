@@ -1,0 +1,65 @@
+"""Test-only crash injection: run `bertkit` with a SIGKILL at one point of training, the way a power cut or the OOM
+killer would stop it. The hooks are monkeypatched onto bertkit's own functions here; bertkit itself has none.
+
+    python tests/faults.py POINT bertkit-arguments...      e.g.  python tests/faults.py eval:16 finetune sst2 ...
+
+Points (N is the optimiser step):
+- `step:N`        after optimiser step N (a Trainer callback);
+- `eval:N`        as the evaluation at step N starts;
+- `checkpoint:N`  checkpoint N written under its temporary name, not yet renamed (`checkpoints.publish`);
+- `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(point: str) -> None:
+    from bertkit.training import checkpoints
+    from bertkit.training.loop import Trainer
+
+    name, _, step = point.partition(":")
+    step = int(step)
+    if name == "step":
+        init = Trainer.__init__
+
+        def with_callback(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.callbacks.append(lambda trainer, state: kill() if state["global_step"] == step else None)
+
+        Trainer.__init__ = with_callback
+    elif name == "eval":
+        evaluate = Trainer._evaluate
+
+        def killed_evaluate(self, state, *args, **kwargs):
+            if state["global_step"] == step:
+                kill()
+            return evaluate(self, state, *args, **kwargs)
+
+        Trainer._evaluate = killed_evaluate
+    elif name in ("checkpoint", "pointer"):
+        target = "publish" if name == "checkpoint" else "point"
+        original = getattr(checkpoints, target)
+
+        def killed(tmp_or_root, final):
+            if final.name == f"step-{step:07d}":
+                kill()
+            return original(tmp_or_root, final)
+
+        setattr(checkpoints, target, killed)
+    else:
+        raise SystemExit(f"unknown fault point {point!r}")
+
+
+if __name__ == "__main__":
+    install(sys.argv[1])
+    from bertkit.cli import main
+
+    sys.exit(main(sys.argv[2:]))

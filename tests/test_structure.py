@@ -1,0 +1,150 @@
+"""The shape the code keeps: no import circles, no task known by name outside bertkit/tasks/, a run config of at most
+40 fields, tests that share helpers through conftest only."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from .conftest import REPO
+
+PACKAGE = REPO / "bertkit"
+TASK_NAMES = {"sequence-classification", "token-classification", "question-answering", "multiple-choice"}
+TASK_CLASSES = {"SequenceClassification", "SequenceRegression", "MultiLabelClassification", "TokenClassification",
+                "QuestionAnswering", "MultipleChoice"}
+
+
+def module_name(path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def lazy_map(tree: ast.Module) -> dict[str, str]:
+    """A package `__init__`'s `_PUBLIC = {name: submodule}` (names imported on first use)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_PUBLIC" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """bertkit module → the bertkit modules it imports, at module level or inside functions (a lazy import is an
+    import all the same); `from pkg import name` counts the submodule that `name` is, or that pkg's lazy
+    `_PUBLIC` maps it to."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    trees = {m: ast.parse(p.read_text()) for m, p in files.items()}
+    packages = {m for m, p in files.items() if p.name == "__init__.py"}
+    graph = {m: set() for m in files}
+    for module, tree in trees.items():
+        here = module if module in packages else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                base = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+                targets = []
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in files:
+                        targets.append(sub)
+                    else:
+                        targets.append(base)
+                        lazy = lazy_map(trees[base]) if base in trees else {}
+                        if alias.name in lazy:
+                            targets.append(f"{base}.{lazy[alias.name]}")
+            else:
+                continue
+            graph[module] |= {t for t in targets if t in files and t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles_among_bertkit_modules():
+    graph = import_graph()
+    assert graph["bertkit.commands.glue"] and graph["bertkit.config"]  # the graph is really built
+    assert "bertkit.config" in graph["bertkit.tasks.base"]
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def string_constants(path) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)}
+
+
+def names_used(path) -> set[str]:
+    """Identifiers a module reads (a task class compared with isinstance/issubclass, or imported, would be one)."""
+    tree = ast.parse(path.read_text())
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree)
+                                                                       if isinstance(n, ast.Attribute)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def test_no_module_outside_tasks_knows_a_task_by_name():
+    """Every command, the trainer, serve, export and the reports reach a task through the registry. The one
+    exception: the run config's default task (a notebook's `run_config()` without a task)."""
+    outside = [p for p in PACKAGE.rglob("*.py") if "tasks" not in p.relative_to(PACKAGE).parts]
+    assert len(outside) > 30
+    found = {str(p.relative_to(REPO)): sorted(string_constants(p) & TASK_NAMES | names_used(p) & TASK_CLASSES)
+             for p in outside}
+    found = {k: v for k, v in found.items() if v}
+    assert found == {"bertkit/config.py": ["sequence-classification"]}
+    config = (PACKAGE / "config.py").read_text()
+    assert config.count('"sequence-classification"') == 1 and 'DEFAULT_TASK = "sequence-classification"' in config
+
+
+def test_run_config_has_at_most_40_fields_and_is_frozen():
+    from bertkit.config import RunConfig, run_config
+
+    assert len(dataclasses.fields(RunConfig)) <= 40
+    cfg = run_config(epochs=1)
+    try:
+        cfg.lr = 1.0
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("RunConfig is not frozen")
+
+
+def test_tests_do_not_import_each_other():
+    for path in (REPO / "tests").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level:
+                assert not node.module.startswith("test_"), f"{path.name} imports {node.module}"

@@ -1,0 +1,194 @@
+"""SWAG multiple choice (BERT §4.4), the task added as one module: SWAG's CSV read strictly, a run that learns,
+its folder loading in plain `AutoModelForMultipleChoice` with the same scores, and `predict` (CSV and JSONL),
+`evaluate`, `serve` and ONNX `export` on it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.config import load_recipe
+
+from .conftest import REPO, write_swag
+
+ROWS = [{"context": "the film is, \"so\" it goes", "start": "she", "endings": ["the good .", "a dull .",
+                                                                              "the awful .", "the weak ."]},
+        {"context": "a story", "endings": ["it was boring", "it was superb", "it was tedious"], "id": "q2"}]
+
+
+@pytest.fixture(scope="module")
+def swag_dir(tmp_path_factory):
+    return write_swag(tmp_path_factory.mktemp("swag") / "swag")
+
+
+@pytest.fixture(scope="module")
+def swag_run(tmp_path_factory, tiny_bert, swag_dir):
+    out = tmp_path_factory.mktemp("runs") / "swag"
+    assert main(["finetune", "swag", "--model", str(tiny_bert), "--data-dir", str(swag_dir), "--precision", "fp32",
+                 "--lr", "1e-2", "--batch-size", "16", "--epochs", "3", "--max-length", "32",
+                 "--output-dir", str(out)]) == 0
+    return out
+
+
+def test_recipe_has_the_papers_settings():
+    cfg = load_recipe("swag")
+    assert (cfg.task, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("multiple-choice", 2e-5, 16, 3, 128)
+    assert (cfg.train_file, cfg.validation_files, cfg.hub.dataset, cfg.hub.config) == \
+        ("train.csv", ["val.csv"], "allenai/swag", "regular")
+    assert cfg.task_options.ending_columns == ["ending0", "ending1", "ending2", "ending3"] and cfg.metrics == ["accuracy"]
+
+
+def test_reads_swag_csv_into_contexts_and_four_endings(swag_dir, tiny_bert):
+    cfg = load_recipe("swag", {"data_dir": str(swag_dir)})
+    from bertkit.tasks import get_task
+
+    train, evals, labels = get_task("multiple-choice").load_data(cfg)
+    assert len(train) == 160 and list(evals) == ["val"] and len(evals["val"]) == 40 and labels == []
+    row = train[0]
+    assert row["context"].endswith(', "so" it goes') and len(row["endings"]) == 4 and 0 <= row["label"] < 4
+    assert row["start"] in ("someone", "the man", "she")
+
+
+def test_the_pairs_are_context_and_start_plus_ending(tiny_bert):
+    from bertkit.tasks import MultipleChoice
+
+    task = MultipleChoice.from_pretrained(str(tiny_bert), max_length=32)
+    import datasets
+
+    features = task.encode(datasets.Dataset.from_dict({"context": ["a b"], "start": ["she"], "endings": [["c", "d"]],
+                                                       "label": [1]}))
+    pairs = [task.tokenizer.decode(ids) for ids in features[0]["input_ids"]]
+    assert pairs == ["[CLS] a b [SEP] she c [SEP]", "[CLS] a b [SEP] she d [SEP]"]
+    batch = task.collate([features[0], features[0]])
+    assert batch["input_ids"].shape == (2, 2, 7) and batch["labels"].tolist() == [1, 1]
+
+
+def test_finetune_learns_and_writes_metrics_and_predictions(swag_run):
+    metrics = json.loads((swag_run / "metrics.json").read_text())
+    assert metrics["task"] == "multiple-choice" and metrics["name"] == "swag"
+    assert metrics["val"]["accuracy"] >= 0.6  # chance is 0.25
+    rows = [json.loads(line) for line in (swag_run / "predictions_val.jsonl").read_text().splitlines()]
+    assert len(rows) == 40 and all(len(r["probabilities"]) == 4 and abs(sum(r["probabilities"]) - 1) < 1e-5
+                                   for r in rows)
+    assert sum(r["label"] == r["gold"] for r in rows) / 40 == metrics["val"]["accuracy"]
+    card = (swag_run / "README.md").read_text()
+    assert "AutoModelForMultipleChoice" in card and "pipeline_tag: multiple-choice" in card
+    saved = (swag_run / "config.yaml").read_text()
+    assert "task: multiple-choice" in saved and "task_options:\n  context_column: sent1" in saved
+
+
+def test_plain_transformers_loads_the_run_and_scores_the_same(swag_run):
+    from transformers import AutoModelForMultipleChoice, AutoTokenizer
+
+    from bertkit.tasks import load_task
+
+    ours = load_task(str(swag_run)).predict_rows(ROWS[:1])[0]
+    model = AutoModelForMultipleChoice.from_pretrained(swag_run).eval()
+    tok = AutoTokenizer.from_pretrained(swag_run)
+    row = ROWS[0]
+    enc = tok([row["context"]] * 4, [f"{row['start']} {e}" for e in row["endings"]], padding=True,
+              return_tensors="pt")
+    with torch.no_grad():
+        probs = model(**{k: v.unsqueeze(0) for k, v in enc.items()}).logits.softmax(-1)[0].numpy()
+    np.testing.assert_allclose(ours["probabilities"], probs, atol=1e-5)
+    assert ours["label"] == int(probs.argmax()) and ours["ending"] == row["endings"][ours["label"]]
+
+
+def test_evaluate_reproduces_the_run_metrics(swag_run, swag_dir, capsys):
+    assert main(["evaluate", "--model", str(swag_run), "--data-dir", str(swag_dir), "--split", "val"]) == 0
+    result = json.loads((swag_run / "eval_swag_val.json").read_text())
+    assert result["accuracy"] == json.loads((swag_run / "metrics.json").read_text())["val"]["accuracy"]
+
+
+def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(json.dumps(r) + "\n" for r in ROWS)))
+    assert main(["predict", "--model", str(swag_run), "--input", "-"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 2 and len(out[0]["probabilities"]) == 4 and len(out[1]["probabilities"]) == 3
+    assert out[1]["id"] == "q2" and out[1]["ending"] == ROWS[1]["endings"][out[1]["label"]]
+    assert main(["predict", "--model", str(swag_run), "--input", str(swag_dir / "test.csv"), "--output",
+                 str(tmp_path / "test.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "test.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and all(set(r) == {"label", "ending", "score", "probabilities"} for r in rows)
+
+
+@pytest.mark.parametrize("line, field", [('{"context": "a", "endings": ["only one"]}', "endings"),
+                                         ('{"context": "", "endings": ["a", "b"]}', "context"),
+                                         ('{"endings": ["a", "b"]}', "context")])
+def test_bad_predict_input_names_line_and_field(swag_run, tmp_path, capsys, line, field):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"context": "fine", "endings": ["a", "b"]}\n' + line + "\n")
+    assert main(["predict", "--model", str(swag_run), "--input", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}, line 2, field \"{field}\"" in err and "Traceback" not in err
+
+
+def test_bad_label_in_training_data_exits_2_naming_file_line_and_field(tmp_path, tiny_bert, swag_dir):
+    data = tmp_path / "swag"
+    data.mkdir()
+    (data / "val.csv").write_text((swag_dir / "val.csv").read_text())
+    lines = (swag_dir / "train.csv").read_text().splitlines()
+    lines[3] = lines[3].rsplit(",", 1)[0] + ",7"
+    (data / "train.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "swag", "--model", str(tiny_bert),
+                           "--data-dir", str(data), "--output-dir", str(out)], capture_output=True, text=True,
+                          cwd=REPO)
+    assert proc.returncode == 2 and 'train.csv, line 4, field "label"' in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_hub_copy_is_read_with_the_same_columns(monkeypatch, tmp_path, swag_dir):
+    import datasets
+
+    from bertkit.data import sources
+    from bertkit.tasks import get_task
+
+    table = datasets.Dataset.from_csv(str(swag_dir / "val.csv"))
+    asked = []
+    monkeypatch.setattr(sources, "offline", lambda: False)
+    monkeypatch.setattr("bertkit.tasks.multiple_choice.load_hub_splits",
+                        lambda cfg, splits: asked.append((cfg.hub.dataset, cfg.hub.config, splits)) or [table])
+    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
+    cfg = load_recipe("swag", {"max_train_samples": 5})
+    train, evals, _ = get_task("multiple-choice").load_data(cfg)
+    assert asked == [("allenai/swag", "regular", ["train"]), ("allenai/swag", "regular", ["validation"])]
+    assert len(train) == 5 and len(evals["validation"]) == 40
+
+
+def test_serve_and_export_answer_as_predict(swag_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from fastapi.testclient import TestClient
+
+    from bertkit.serve.app import create_app
+    from bertkit.serve.engine import Engine
+
+    expected = [{**({"id": r["id"]} if "id" in r else {}), **a} for r, a in
+                zip(ROWS, __import__("bertkit").tasks.load_task(str(swag_run)).predict_rows(ROWS), strict=True)]
+    engine = Engine(str(swag_run), precision="fp32")
+    engine.warm_up()
+    with TestClient(create_app(engine)) as client:
+        r = client.post("/predict", json={"inputs": ROWS})
+        assert r.status_code == 200, r.text
+        served = r.json()["predictions"]
+        bad = client.post("/predict", json={"inputs": [{"context": "a", "endings": ["one"]}]})
+        assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "inputs[0].endings"
+    assert [s["label"] for s in served] == [e["label"] for e in expected]
+    np.testing.assert_allclose(served[0]["probabilities"], expected[0]["probabilities"], atol=1e-5)
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(swag_run), "--format", "onnx", "--output", str(out), "--no-features"]) == 0
+    info = json.loads((out / "export.json").read_text())
+    assert info["task"] == "multiple-choice" and info["graphs"]["model.onnx"]["max_abs_diff_fp32"] < 1e-4
+    from bertkit.export.runtime import load_onnx_task
+
+    onnx_answers = load_onnx_task(out).predict_rows(ROWS)
+    assert [a["label"] for a in onnx_answers] == [e["label"] for e in expected]
+    np.testing.assert_allclose(onnx_answers[1]["probabilities"], expected[1]["probabilities"], atol=1e-4)
