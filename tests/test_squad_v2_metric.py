@@ -31,10 +31,10 @@ def as_official(cases, ids=None):
     ids = ids or [f"q{i}" for i in range(len(cases))]
     dataset = [{"title": "t", "paragraphs": [{"context": "c", "qas": [
         {"id": q, "question": "?", "answers": [{"text": t, "answer_start": 0} for t in refs],
-         "is_impossible": not refs} for q, (_, refs, _) in zip(ids, cases)]}]}]
-    preds = {q: p for q, (p, _, _) in zip(ids, cases)}
-    na_probs = {q: s for q, (_, _, s) in zip(ids, cases)}
-    references = {q: refs for q, (_, refs, _) in zip(ids, cases)}
+         "is_impossible": not refs} for q, (_, refs, _) in zip(ids, cases, strict=True)]}]}]
+    preds = {q: p for q, (p, _, _) in zip(ids, cases, strict=True)}
+    na_probs = {q: s for q, (_, _, s) in zip(ids, cases, strict=True)}
+    references = {q: refs for q, (_, refs, _) in zip(ids, cases, strict=True)}
     return dataset, preds, na_probs, references
 
 
