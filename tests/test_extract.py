@@ -46,7 +46,7 @@ def test_vectors_equal_output_hidden_states_slices(tiny_bert, combine, pool):
     fx = FeatureExtractor(str(tiny_bert), layers="0,-1,1", combine=combine, pool=pool, precision="fp32",
                           batch_size=3)
     got = fx(SENTENCES)  # batched, padded and length-sorted internally
-    for words, g in zip(SENTENCES, got):
+    for words, g in zip(SENTENCES, got, strict=True):
         np.testing.assert_allclose(g, reference(tiny_bert, words, [0, 2, 1], combine, pool), atol=1e-5)
 
 
@@ -85,7 +85,7 @@ def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):
     reader = FeatureReader(out)
     assert len(reader) == 4 and len(list(out.glob("shard-*.npy"))) == 2  # 11 rows, then 27
     direct = FeatureExtractor(str(tiny_bert), layers="last", pool="mean", precision="fp32")(SENTENCES)
-    for (words, rows), s, d in zip(reader, SENTENCES, direct):
+    for (words, rows), s, d in zip(reader, SENTENCES, direct, strict=True):
         assert words == s
         np.testing.assert_allclose(rows, d, atol=1e-5)
     meta = json.loads((out / "meta.json").read_text())
