@@ -9,7 +9,7 @@ import torch
 from bertkit.cli import main
 from bertkit.extract.scalar_mix import ScalarMix
 
-from .test_ner import write_conll
+from .conftest import write_conll
 
 
 def test_scalar_mix_matches_numpy():
@@ -41,14 +41,21 @@ def test_probe_trains_on_frozen_features_and_reports_f1(conll, tiny_bert, tmp_pa
                  "--combine", combine, "--tagger", tagger, "--epochs", "2", "--hidden", "16", "--lr", "1e-2",
                  "--precision", "fp32", "--output", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert 0 <= result["f1"] <= 1 and result["layers"] == [1, 2] and len(result["history"]) == 2
+    assert result["layers"] == [1, 2] and [h["epoch"] for h in result["history"]] == [1, 2]
+    best = result["history"][result["best_epoch"] - 1]  # the epoch kept is the one with the best F1
+    assert result["f1"] == best["f1"] == max(h["f1"] for h in result["history"])
+    assert (result["precision"], result["recall"]) == (best["precision"], best["recall"])
+    p, r = result["precision"], result["recall"]
+    assert result["f1"] == pytest.approx(2 * p * r / (p + r) if p + r else 0.0)
     if combine == "scalar-mix":
         assert len(result["layer_weights"]) == 2 and sum(result["layer_weights"]) == pytest.approx(1.0)
+        assert result["layer_weights"] == best["layer_weights"]  # the weights of the epoch kept
     else:
         assert result["layer_weights"] is None
-    assert '"f1"' in capsys.readouterr().out
+    printed = json.loads(capsys.readouterr().out)  # the result without its history
+    assert printed == {k: v for k, v in result.items() if k != "history"}
 
 
-def test_probe_refuses_a_non_tagging_recipe(tiny_bert, capsys):
-    assert main(["probe", "sst2", "--model", str(tiny_bert)]) == 2
+def test_probe_refuses_a_non_tagging_recipe(tiny_bert, sst2_dir, capsys):
+    assert main(["probe", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir)]) == 2
     assert "needs a tagging recipe" in capsys.readouterr().err
