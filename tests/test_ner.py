@@ -33,57 +33,14 @@ from bertkit.tasks.casing import CASING_TYPES, word_casing
 from bertkit.tasks.windows import merge_windows, word_windows
 
 from . import conlleval
-from .conftest import SHARED_DATA
+from .conftest import NER_FILLER, NER_LABELS, NER_LAST, SHARED_DATA, write_conll_dir
 
-LABELS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
-FIRST = ["Peter", "Mary", "John", "Anna", "Carlos", "Yuki"]
-LAST = ["Blackburn", "Kowalczyk", "Smith", "Okonkwo", "Brown"]  # Kowalczyk, Okonkwo: 4 word pieces each
-LOC = ["Paris", "London", "Berlin", "Tokyo", "Nairobi"]
-ORG = [["Reuters"], ["NASA"], ["United", "Nations"], ["Fifa"]]
-MISC = ["German", "British", "French"]
-FILLER = ["the", "said", "on", "in", "visited", "with", "met", "today", "and", "a", "report", "was", "of", "to"]
 MAX_LENGTH = 24  # in the run below: 22 pieces per window, so the 40-word sentences are cut into windows
-
-
-def synthetic_sentence(rng: random.Random, n: int) -> list[tuple[str, str]]:
-    """Entities decided by the word itself (learnable by the tiny model), except 'Jordan', a person or a place at
-    random, so predictions are never all correct."""
-    out = []
-    while len(out) < n:
-        r = rng.random()
-        if r < 0.12:
-            out += [(rng.choice(FIRST), "B-PER"), (rng.choice(LAST), "I-PER")]
-        elif r < 0.2:
-            out.append((rng.choice(LOC), "B-LOC"))
-        elif r < 0.26:
-            out += [(w, ("B-" if i == 0 else "I-") + "ORG") for i, w in enumerate(rng.choice(ORG))]
-        elif r < 0.3:
-            out.append((rng.choice(MISC), "B-MISC"))
-        elif r < 0.34:
-            out.append(("Jordan", rng.choice(["B-PER", "B-LOC"])))
-        else:
-            out.append((rng.choice(FILLER), "O"))
-    return out
-
-
-def write_conll(path, n: int, seed: int, long_every: int):
-    rng = random.Random(seed)
-    lines = ["-DOCSTART- -X- -X- O", ""]
-    for i in range(n):
-        words = synthetic_sentence(rng, 40 if i % long_every == 0 else rng.randint(3, 12))
-        lines += [f"{w} NNP I-NP {t}" for w, t in words] + [""]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")
 def conll_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("data") / "conll2003"
-    d.mkdir()
-    write_conll(d / "train.txt", 256, seed=0, long_every=16)
-    write_conll(d / "valid.txt", 64, seed=1, long_every=8)
-    write_conll(d / "test.txt", 64, seed=2, long_every=8)
-    return d
+    return write_conll_dir(tmp_path_factory.mktemp("data") / "conll2003", n_train=256, n_dev=64)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +92,7 @@ def test_iob1_is_converted_to_iob2_and_reported(tmp_path, capsys):
 
 
 def test_label_order_is_o_then_b_i_per_type_alphabetically():
-    assert label_names_for([["B-PER", "O", "I-MISC"], ["B-ORG", "B-LOC"]]) == LABELS
+    assert label_names_for([["B-PER", "O", "I-MISC"], ["B-ORG", "B-LOC"]]) == NER_LABELS
 
 
 @pytest.mark.parametrize("content, line, message", [
@@ -157,26 +114,26 @@ def test_bad_files_name_file_and_line(tmp_path, content, line, message):
 def test_a_tag_outside_the_training_label_set_is_an_error(tmp_path):
     f = write(tmp_path / "valid.txt", "EU B-ORG\n\nfoo B-FOO\n")
     with pytest.raises(DataError, match=r"line 3, field \"column 2\": tag 'B-FOO' is not in the label set"):
-        read_conll_file(f, label_names=LABELS)
+        read_conll_file(f, label_names=NER_LABELS)
 
 
 # --- word pieces and windows --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def adapter(tiny_bert):
-    return bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS)
+def ner_task(tiny_bert):
+    return bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS)
 
 
 @pytest.mark.parametrize("all_pieces", [False, True])
-def test_first_piece_of_each_word_carries_its_label(adapter, all_pieces):
-    adapter.label_all_pieces = all_pieces
+def test_first_piece_of_each_word_carries_its_label(ner_task, all_pieces):
+    ner_task.label_all_pieces = all_pieces
     examples = datasets.Dataset.from_dict({"tokens": [["Kowalczyk", "met", "Okonkwo", "\u200b"]],
                                            "tags": [["B-PER", "O", "B-PER", "O"]]})
-    (feature,) = adapter.encode(examples)
-    adapter.label_all_pieces = False
-    pieces = adapter.tokenizer.convert_ids_to_tokens(feature["input_ids"])
+    (feature,) = ner_task.encode(examples)
+    ner_task.label_all_pieces = False
+    pieces = ner_task.tokenizer.convert_ids_to_tokens(feature["input_ids"])
     assert pieces == ["[CLS]", "ko", "##wal", "##cz", "##yk", "met", "ok", "##on", "##k", "##wo", "[UNK]", "[SEP]"]
     assert feature["word_ids"] == [-1, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, -1]  # a word with no pieces becomes [UNK]
-    B, I, O = LABELS.index("B-PER"), LABELS.index("I-PER"), 0  # noqa: E741
+    B, I, O = NER_LABELS.index("B-PER"), NER_LABELS.index("I-PER"), 0  # noqa: E741
     rest = I if all_pieces else -100  # the pieces after the first: I- of the word's type, or left out of the loss
     assert feature["labels"] == [-100, B, rest, rest, rest, O, B, rest, rest, rest, O, -100]
 
@@ -191,7 +148,7 @@ def test_windows_cover_the_sentence_in_order_within_budget(counts, budget, data)
         return
     assert windows[0][0] == 0 and windows[-1][1] == len(counts)
     assert all(sum(counts[s:e]) <= budget and e > s for s, e in windows)
-    for (s1, e1), (s2, e2) in zip(windows, windows[1:]):
+    for (s1, e1), (s2, e2) in zip(windows, windows[1:], strict=False):
         assert s1 < s2 <= e1 < e2 and sum(counts[s2:e1]) <= overlap  # no gap, progress, bounded overlap
     if sum(counts) <= budget:
         assert windows == [(0, len(counts))]
@@ -207,17 +164,17 @@ def test_each_word_takes_the_window_where_it_has_most_context():
 
 
 def test_a_sentence_longer_than_max_length_gets_every_word_tagged(tiny_bert):
-    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=8)
-    words = [random.Random(0).choice(LAST + FILLER) for _ in range(50)]
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS, max_length=8)
+    words = [random.Random(0).choice(NER_LAST + NER_FILLER) for _ in range(50)]
     features = ner.encode(datasets.Dataset.from_dict({"tokens": [words]}))
     assert len(features) > 10 and max(features["length"]) <= 8  # many windows, none truncated
     (pred,) = ner.predict([words])
-    assert pred["tokens"] == words and len(pred["tags"]) == 50 and set(pred["tags"]) <= set(LABELS)
+    assert pred["tokens"] == words and len(pred["tags"]) == 50 and set(pred["tags"]) <= set(NER_LABELS)
 
 
 # --- document context ----------------------------------------------------------------------------------------------
 def test_document_context_fills_the_window_unlabelled_within_the_document(tiny_bert):
-    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16, context=4)
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS, max_length=16, context=4)
     doc = [["Peter", "met", "Mary"], ["in", "Paris"], ["today", "."], ["Reuters", "said"]]
     tags = [["B-PER", "O", "B-PER"], ["O", "B-LOC"], ["O", "O"], ["B-ORG", "O"]]
     f = ner.encode(datasets.Dataset.from_dict({"tokens": doc, "tags": tags, "doc": [0, 0, 0, 1]}))
@@ -225,15 +182,15 @@ def test_document_context_fills_the_window_unlabelled_within_the_document(tiny_b
     # sentence 1: up to 4 pieces of its document on each side (all there is: 3 left, 2 right)
     assert pieces[1] == ["[CLS]", "peter", "met", "mary", "in", "paris", "today", ".", "[SEP]"]
     assert f["word_ids"][1] == [-1, -1, -1, -1, 0, 1, -1, -1, -1]  # context pieces belong to no word
-    assert f["labels"][1] == [-100, -100, -100, -100, 0, LABELS.index("B-LOC"), -100, -100, -100]
+    assert f["labels"][1] == [-100, -100, -100, -100, 0, NER_LABELS.index("B-LOC"), -100, -100, -100]
     assert pieces[0][:5] == ["[CLS]", "peter", "met", "mary", "in"] and len(pieces[0]) == 2 + 3 + 4  # 4 right
     assert pieces[3] == ["[CLS]", "reuters", "said", "[SEP]"]  # document 1: nothing from document 0
     # a sentence longer than a window: its own words outside the window are context, the window stays ≤ 16
-    long = [random.Random(1).choice(LAST + FILLER) for _ in range(30)]
+    long = [random.Random(1).choice(NER_LAST + NER_FILLER) for _ in range(30)]
     f = ner.encode(datasets.Dataset.from_dict({"tokens": [["Paris"], long], "doc": [0, 0]}))
     assert max(f["length"]) <= 16 and len(f) > 3
     pieces = [ner.tokenizer.convert_tokens_to_ids(ner.tokenizer.tokenize(w)) for w in long]  # per word
-    for ids, wids in zip(f["input_ids"][1:], f["word_ids"][1:]):  # each window of the long sentence
+    for ids, wids in zip(f["input_ids"][1:], f["word_ids"][1:], strict=True):  # each window of the long sentence
         inside = [w for w in wids if w >= 0]
         first, last = inside[0], inside[-1]
         n_left = wids.index(first) - 1  # context pieces between [CLS] and the window's first word
@@ -252,11 +209,14 @@ def test_document_context_fills_the_window_unlabelled_within_the_document(tiny_b
 
 
 def test_ner_context_is_a_recipe_option_for_token_classification_only(tiny_bert, conll_dir):
-    cfg = load_recipe("conll2003", {"ner_context": 8, "data_dir": str(conll_dir)})
-    assert bertkit.TokenClassification.options_from_config(cfg)["context"] == 8
-    with pytest.raises(BertkitError, match="'ner_context' applies to token-classification only"):
+    given = {"model": str(tiny_bert), "data_dir": str(conll_dir)}
+    cfg = load_recipe("conll2003", {"ner_context": 8, **given})  # the 0.2 name, an alias of context
+    assert cfg.task_options.context == 8 and cfg == load_recipe("conll2003", {"context": 8, **given})
+    ner = bertkit.TokenClassification.from_config(cfg, label_names=NER_LABELS)
+    assert ner.options.context == ner.context == 8
+    with pytest.raises(BertkitError, match="unknown key 'ner_context'"):  # not an option of sequence classification
         load_recipe("sst2", {"ner_context": 8})
-    with pytest.raises(BertkitError, match="'ner_context' must be 0 or more"):
+    with pytest.raises(BertkitError, match="'context' .* must be 0 or more"):
         load_recipe("conll2003", {"ner_context": -1})
 
 
@@ -295,7 +255,7 @@ def test_run_folder_metrics_and_predictions(ner_run, conll_dir):
     assert metrics["test"]["per_type"]["ORG"]["support"] == sum(
         t == "ORG" for tags in read_conll_file(conll_dir / "test.txt")["tags"] for t, _, _ in get_entities(tags))
     config = json.loads((ner_run / "config.json").read_text())
-    assert list(config["id2label"].values()) == LABELS and config["bertkit_max_length"] == MAX_LENGTH
+    assert list(config["id2label"].values()) == NER_LABELS and config["bertkit_max_length"] == MAX_LENGTH
 
 
 def test_every_input_word_gets_a_prediction_in_order(ner_run, conll_dir):
@@ -306,7 +266,7 @@ def test_every_input_word_gets_a_prediction_in_order(ner_run, conll_dir):
     tok = AutoTokenizer.from_pretrained(ner_run)
     long = [r for r in rows if len(tok(r["tokens"], is_split_into_words=True)["input_ids"]) > MAX_LENGTH]
     assert len(long) >= 8  # the 40-word sentences were cut into windows ...
-    pairs = [(p, g) for r in long for w, p, g in zip(r["tokens"], r["tags"], r["gold"]) if w != "Jordan"]
+    pairs = [(p, g) for r in long for w, p, g in zip(r["tokens"], r["tags"], r["gold"], strict=True) if w != "Jordan"]
     assert sum(p == g for p, g in pairs) >= 0.9 * len(pairs)  # ... and tagged word by word, in order
 
 
@@ -385,12 +345,15 @@ def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path)
     assert pred["tokens"] == ["EU", "rejects", "German", "call"] and pred["tags"][2] == "B-MISC"
     # train in memory from lists, as in a notebook
     data = read_conll_file(conll_dir / "train.txt", max_samples=48)
-    fresh = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS)
-    cfg = bertkit.FinetuneConfig(task="conll2003", output_dir=str(tmp_path / "nb"), precision="fp32", lr=1e-2,
-                                 batch_size=16, max_steps=3, metrics=["f1"], main_metric="f1")
-    result = bertkit.Trainer(fresh, cfg).fit({"tokens": data["tokens"], "tags": data["tags"]},
-                                             {"dev": {"tokens": data["tokens"][:8], "tags": data["tags"][:8]}})
-    assert result["train"]["steps"] == 3 and 0 <= result["dev"]["f1"] <= 1
+    fresh = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS)
+    cfg = bertkit.run_config(task="token-classification", name="conll2003", output_dir=str(tmp_path / "nb"),
+                             precision="fp32", lr=1e-2, batch_size=16, max_steps=3, metrics=["f1"])
+    dev = {"tokens": data["tokens"][:8], "tags": data["tags"][:8]}
+    result = bertkit.Trainer(fresh, cfg).fit({"tokens": data["tokens"], "tags": data["tags"]}, {"dev": dev})
+    assert result["train"]["steps"] == 3
+    # the dev F1 is that of the trained model's own predictions (3 steps, one evaluation: the model kept)
+    tags = [p["tags"] for p in fresh.predict(dev["tokens"])]
+    assert result["dev"]["f1"] == pytest.approx(EntityScores().compute(predictions=tags, references=dev["tags"])["f1"])
 
 
 # --- bad input: one clear line, exit 2, no run folder ------------------------------------------------------------
@@ -436,19 +399,20 @@ def test_predict_bad_conll_input_exits_2(ner_run, tmp_path, capsys):
     f = write(tmp_path / "in.conll", "EU B-ORG\nrejects\n")
     assert main(["predict", "--model", str(ner_run), "--input", str(f), "--output", str(tmp_path / "o")]) == 2
     assert f"{f}, line 2: expected 2 columns" in capsys.readouterr().err and not (tmp_path / "o").exists()
-    assert main(["predict", "--model", str(ner_run), "--input", str(f), "--probs"]) == 2
-    assert "--probs, --text-column and --text-pair-column are for sequence classifiers" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # the flags are the run's task's: a NER run has no --probs
+        main(["predict", "--model", str(ner_run), "--input", str(f), "--probs"])
+    assert e.value.code == 2 and "unrecognized arguments: --probs" in capsys.readouterr().err
 
 
 # --- recipe, hub copy, real files ---------------------------------------------------------------------------------
 def test_recipe_has_bert_paper_defaults():
     cfg = load_recipe("conll2003")
-    assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("token-classification", 5e-5, 32, 3,
-                                                                                  128)
+    assert (cfg.task, cfg.name, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == (
+        "token-classification", "conll2003", 5e-5, 32, 3, 128)
     assert (cfg.validation_files, cfg.test_file, cfg.main_metric) == (["valid.txt"], "test.txt", "f1")
     assert cfg.metrics == ["precision", "recall", "f1", "per_type"]
-    assert not cfg.ner_casing  # the default model is cased; the uncased MiniLM gets the casing ids
-    assert load_recipe("conll2003", {"model": "minilm-l6"}).ner_casing
+    assert not cfg.task_options.casing  # the default model is cased; the uncased MiniLM gets the casing ids
+    assert load_recipe("conll2003", {"model": "minilm-l6"}).task_options.casing
 
 
 def test_hub_copy_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
@@ -491,21 +455,21 @@ def test_hub_copy_is_mapped_to_tag_names_in_our_label_order(monkeypatch, tmp_pat
 def test_real_conll2003_files_parse_completely():
     expected = {"train.txt": (14041, 23499), "valid.txt": (3250, 5942), "test.txt": (3453, 5648)}
     for name, (sentences, entities) in expected.items():
-        data = read_conll_file(SHARED_DATA / "conll2003" / name, label_names=LABELS)
+        data = read_conll_file(SHARED_DATA / "conll2003" / name, label_names=NER_LABELS)
         assert len(data["tokens"]) == sentences and data["scheme"] == "IOB2", name
         assert sum(len(get_entities(tags)) for tags in data["tags"]) == entities, name
         if name == "train.txt":
-            assert label_names_for(data["tags"]) == LABELS
+            assert label_names_for(data["tags"]) == NER_LABELS
 
 
-# --- word casing as token type ids (ner_casing) ---------------------------------------------------------------------
+# --- word casing as token type ids (casing) --------------------------------------------------------------------------
 def test_word_casing_classes():
     words = ["call", "German", "EU", "U.S.", "McDonald", "1996-08-22", "I", "O'Neill", ",", "eBay"]
     assert [word_casing(w) for w in words] == [0, 1, 2, 2, 3, 0, 1, 3, 0, 3]
 
 
 def test_casing_type_ids_follow_each_word_into_its_pieces_and_context(tiny_bert):
-    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16, context=4,
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS, max_length=16, context=4,
                                                       casing=True)
     table = ner.model.bert.embeddings.token_type_embeddings.weight  # [types, hidden]
     assert table.shape[0] == CASING_TYPES and ner.model.config.type_vocab_size == CASING_TYPES
@@ -517,12 +481,12 @@ def test_casing_type_ids_follow_each_word_into_its_pieces_and_context(tiny_bert)
     expected = [0, 2, 0, 1] + [1] * len(ner.tokenizer.tokenize("Okonkwo")) + [0, 1, 0]
     expected += [3] * len(ner.tokenizer.tokenize("eBay")) + [0]
     assert f["token_type_ids"][1] == expected
-    off = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, max_length=16)
+    off = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS, max_length=16)
     assert set(off.encode(datasets.Dataset.from_dict({"tokens": doc}))["token_type_ids"][1]) == {0}
 
 
 def test_a_casing_checkpoint_loads_in_plain_transformers_and_in_bertkit(tiny_bert, tmp_path):
-    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=LABELS, casing=True)
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=NER_LABELS, casing=True)
     with torch.no_grad():  # make the casing rows matter, as training would
         ner.model.bert.embeddings.token_type_embeddings.weight[1:].normal_(0, 1.0)
     ner.save(tmp_path / "cased")
@@ -533,7 +497,7 @@ def test_a_casing_checkpoint_loads_in_plain_transformers_and_in_bertkit(tiny_ber
     model = AutoModelForTokenClassification.from_pretrained(tmp_path / "cased").eval()
     tok = AutoTokenizer.from_pretrained(tmp_path / "cased")
     assert model.config.type_vocab_size == CASING_TYPES
-    for words, pred in zip(sentences, ours):
+    for words, pred in zip(sentences, ours, strict=True):
         enc = tok(words, is_split_into_words=True, return_tensors="pt")
         types = torch.tensor([bertkit.casing_type_ids(tok, words)])
         with torch.no_grad():
@@ -542,6 +506,6 @@ def test_a_casing_checkpoint_loads_in_plain_transformers_and_in_bertkit(tiny_ber
         firsts = [p for p, w in enumerate(enc.word_ids()) if w is not None and (p == 0 or enc.word_ids()[p - 1] != w)]
         assert [model.config.id2label[int(logits[p].argmax())] for p in firsts] == pred["tags"]
         assert not torch.allclose(logits, uncased)
-    with pytest.raises(BertkitError, match="'ner_casing' applies to token-classification only"):
+    with pytest.raises(BertkitError, match="unknown key 'ner_casing'"):  # not an option of sequence classification
         load_recipe("sst2", {"ner_casing": True})
-    assert bertkit.TokenClassification.options_from_config(load_recipe("conll2003", {"ner_casing": True}))["casing"]
+    assert load_recipe("conll2003", {"ner_casing": True}).task_options.casing  # the 0.2 name, an alias of casing
