@@ -69,10 +69,10 @@ class Cloze(Task):
         return cls.read(Path(file) if file else local_path(resolve_data_dir(cfg), f"{split}.jsonl"))
 
     def encode(self, examples):
-        enc = self.tokenizer(examples["text"], truncation=True, max_length=self.max_length)
+        enc = self.tokenizer(list(examples["text"]), truncation=True, max_length=self.max_length)
         mask = self.tokenizer.mask_token_id
         blank = [ids.index(mask) for ids in enc["input_ids"]]
-        answers = examples["answer"] if "answer" in examples.column_names else [""] * len(examples)
+        answers = list(examples["answer"]) if "answer" in examples.column_names else [""] * len(examples)
         labels = [self.tokenizer.convert_tokens_to_ids(a) if a else -100 for a in answers]
         return datasets.Dataset.from_dict({**enc, "length": [len(i) for i in enc["input_ids"]], "blank": blank,
                                            "labels": labels})
@@ -91,7 +91,7 @@ class Cloze(Task):
         if not metric_hooks or not any(examples["answer"]):
             return {}, predictions
         ids = self.tokenizer.convert_tokens_to_ids  # the metric compares word-piece ids
-        return compute_metrics(metric_hooks, ids([p["answer"] for p in predictions]), ids(examples["answer"])), \
+        return compute_metrics(metric_hooks, ids([p["answer"] for p in predictions]), ids(list(examples["answer"]))), \
             predictions
 
 

@@ -28,14 +28,16 @@ from . import heap as _heap
 
 
 def _probe(model) -> None:
-    """One training-mode forward on a dummy input, leaving every random state and the model's mode as they were."""
-    was_training = model.training
+    """One training-mode forward of the encoder (`base_model`: whatever the head's input shape) on a dummy input,
+    leaving every random state and the model's mode as they were."""
+    encoder = getattr(model, "base_model", model)
+    was_training = encoder.training
     vocab = model.config.vocab_size
     ids = torch.arange(8).remainder(vocab - 1).add(1).unsqueeze(0)  # [1, 8], ids 1..8
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[]), torch.no_grad():
-        model.train()(input_ids=ids.to(device), attention_mask=torch.ones_like(ids, device=device))
-    model.train(was_training)
+        encoder.train()(input_ids=ids.to(device), attention_mask=torch.ones_like(ids, device=device))
+    encoder.train(was_training)
 
 
 @contextmanager

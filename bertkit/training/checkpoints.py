@@ -107,7 +107,19 @@ def load_weights(accelerator, model, directory: Path) -> None:
 
         set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
     else:
-        accelerator.unwrap_model(model).load_state_dict(weights)
+        load_tied(accelerator.unwrap_model(model), weights)
+
+
+def load_tied(model, weights: dict) -> None:
+    """`weights` into `model`, where the saved file leaves out tied parameters (a masked-LM decoder that is the word
+    embedding matrix): each missing one must share its storage with a loaded one; anything else missing is an
+    error, as with strict loading."""
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    state = model.state_dict()
+    loaded = {state[k].data_ptr() for k in weights if k in state}
+    untied = [k for k in missing if state[k].data_ptr() not in loaded]
+    if untied or unexpected:
+        raise RuntimeError(f"loading the best weights: missing {untied}, unexpected {unexpected}")
 
 
 def write_run_model(task, out: Path, best: Path) -> None:
