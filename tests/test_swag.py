@@ -41,7 +41,8 @@ def test_recipe_has_the_papers_settings():
     assert (cfg.task, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("multiple-choice", 2e-5, 16, 3, 128)
     assert (cfg.train_file, cfg.validation_files, cfg.hub.dataset, cfg.hub.config) == \
         ("train.csv", ["val.csv"], "allenai/swag", "regular")
-    assert cfg.task_options.ending_columns == ["ending0", "ending1", "ending2", "ending3"] and cfg.metrics == ["accuracy"]
+    assert cfg.task_options.ending_columns == ["ending0", "ending1", "ending2", "ending3"]
+    assert cfg.metrics == ["accuracy"]
 
 
 def test_reads_swag_csv_into_contexts_and_four_endings(swag_dir, tiny_bert):
