@@ -393,3 +393,25 @@ def one_precision_per_test():
         from accelerate.state import AcceleratorState
 
         AcceleratorState._reset_state(reset_partial_state=False)
+
+
+# --- a fake hub copy of SQuAD (shared by the v1.1 and v2.0 hub tests) ---------------------------------------------
+def use_fake_hub_squad(monkeypatch, tmp_path: Path, data: Path, repo: str) -> None:
+    """`datasets.load_dataset` answers `repo` (the hub's rajpurkar/squad layout) from `data`/train.json, offline."""
+    import json
+
+    import datasets
+
+    def fake_load_dataset(name, config, split, revision=None):
+        assert (name, config) == (repo, None)
+        rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
+        return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
+                                            "context": p["context"], "question": p["qas"][0]["question"],
+                                            "answers": {"text": [a["text"] for a in p["qas"][0]["answers"]],
+                                                        "answer_start": [a["answer_start"] for a in
+                                                                         p["qas"][0]["answers"]]}} for p in rows])
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
