@@ -12,7 +12,7 @@ import pytest
 
 from bertkit.cli import main
 
-from .deploy_runs import SENTENCES, bertkit_env, cli_extract, cli_predict, server, tiny_run
+from .conftest import SENTENCES, bertkit_env, cli_extract, cli_predict, server, tiny_run
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -43,6 +43,7 @@ def test_export_folder_is_self_describing_with_dynamic_axes(tmp_path_factory, ti
         p.name for p in out.iterdir()}
     info = json.loads((out / "export.json").read_text())
     assert info["precision"] == "fp32" and info["task_head"] == "SequenceClassification"
+    assert info["task"] == "sequence-classification" and info["pipeline_tag"] == "text-classification"
     assert info["layers"] == [0, 1, 2] and info["graphs"]["model.onnx"]["outputs"] == ["logits"]
     assert all(g["max_abs_diff_fp32"] < 1e-4 for g in info["graphs"].values())
     graph = onnx.load(str(out / "model.onnx")).graph
@@ -63,25 +64,25 @@ def test_export_folder_is_self_describing_with_dynamic_axes(tmp_path_factory, ti
 def test_onnx_outputs_equal_torch_on_every_head(tmp_path_factory, tiny_bert, name):
     import datasets
 
-    from bertkit.export.runtime import load_onnx_adapter
+    from bertkit.export.runtime import load_onnx_task
     from bertkit.inference import forward_all
-    from bertkit.tasks import adapter_for_checkpoint
+    from bertkit.tasks import load_task
 
     run, out = exported(tmp_path_factory, tiny_bert, name, *(["--no-features"] if name != "sst2" else []))
-    torch_adapter, onnx_adapter = adapter_for_checkpoint(str(run)), load_onnx_adapter(out)
-    features = torch_adapter.encode(datasets.Dataset.from_dict(INPUTS[name]))
+    torch_task, onnx_task = load_task(str(run)), load_onnx_task(out)
+    features = torch_task.encode(datasets.Dataset.from_dict(INPUTS[name]))
     if name in ("ner", "qa"):  # some inputs take several windows
         assert len(features) > len(next(iter(INPUTS[name].values())))
-    expected = forward_all(torch_adapter, features, 3, "fp32")
-    got = onnx_adapter.infer(features, 4)  # other batches: padding must not matter
+    expected = forward_all(torch_task, features, 3, "fp32")
+    got = onnx_task.infer(features, 4)  # other batches: padding must not matter
     assert len(got) == len(expected)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         assert e.keys() == g.keys()
         for k in e:
             assert e[k].shape == g[k].shape
             np.testing.assert_allclose(g[k], e[k], atol=1e-4, rtol=0)
     if name == "ner":
-        assert onnx_adapter.casing and onnx_adapter.model.config.type_vocab_size == 4  # a casing run
+        assert onnx_task.casing and onnx_task.model.config.type_vocab_size == 4  # a casing run
 
 
 @pytest.mark.parametrize("settings", [("embeddings,all", "none", "none"), ("last", "concat", "mean"),
@@ -95,7 +96,7 @@ def test_onnx_features_equal_torch(tmp_path_factory, tiny_bert, settings):
     layers, combine, pool = settings
     expected = FeatureExtractor(str(run), layers, combine, pool, precision="fp32", batch_size=4)(words)
     got = OnnxFeatureExtractor(out, layers, combine, pool, batch_size=3)(words)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         np.testing.assert_allclose(g, e, atol=1e-4, rtol=0)
 
 
@@ -121,14 +122,16 @@ def test_predict_backend_onnx_answers_as_torch(tmp_path_factory, tiny_bert, tmp_
     if name == "sst2":
         rows, flags = data["text"], ("--probs",)
     elif name == "rte":
-        rows, flags = [{"premise": t, "hypothesis": p} for t, p in zip(data["text"], data["text_pair"])], ("--probs",)
+        rows = [{"premise": t, "hypothesis": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
+        flags = ("--probs",)
     elif name == "ner":
         rows, flags = [" ".join(t) for t in data["tokens"]], ()
     else:
-        rows, flags = [{"question": q, "context": c} for q, c in zip(data["question"], data["context"])], ()
+        rows = [{"question": q, "context": c} for q, c in zip(data["question"], data["context"], strict=True)]
+        flags = ()
     expected = cli_predict(run, rows, tmp_path, *flags)
     got = cli_predict(out, rows, tmp_path, "--backend", "onnx", *flags)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         assert {k: v for k, v in e.items() if k not in ("score", "probabilities")} == {
             k: v for k, v in g.items() if k not in ("score", "probabilities")}
         if "score" in e:
@@ -138,7 +141,7 @@ def test_predict_backend_onnx_answers_as_torch(tmp_path_factory, tiny_bert, tmp_
 def test_int8_export_runs_and_answers(tmp_path_factory, tiny_bert, tmp_path, capsys):
     import datasets
 
-    from bertkit.export.runtime import load_onnx_adapter
+    from bertkit.export.runtime import load_onnx_task
 
     run, fp32 = exported(tmp_path_factory, tiny_bert, "sst2")
     _, int8 = exported(tmp_path_factory, tiny_bert, "sst2", "--quantize", "int8")
@@ -149,15 +152,21 @@ def test_int8_export_runs_and_answers(tmp_path_factory, tiny_bert, tmp_path, cap
     assert [g["text"] for g in got] == SENTENCES
     assert all(g["label"] in ("negative", "positive") and sum(g["probabilities"].values()) == pytest.approx(1)
                for g in got)
-    a, b = load_onnx_adapter(fp32), load_onnx_adapter(int8)
+    a, b = load_onnx_task(fp32), load_onnx_task(int8)
     features = a.encode(datasets.Dataset.from_dict({"text": SENTENCES}))
-    diff = max(float(np.abs(x["logits"] - y["logits"]).max()) for x, y in zip(a.infer(features), b.infer(features)))
+    diff = max(float(np.abs(x["logits"] - y["logits"]).max())
+               for x, y in zip(a.infer(features), b.infer(features), strict=True))
     assert 0 < diff < 1  # quantised, and still close to the fp32 graph
     data = tmp_path_factory.getbasetemp() / "deploy-runs" / "data-sst2"
     assert main(["evaluate", "--model", str(int8), "--backend", "onnx", "--task", "sst2", "--data-dir", str(data),
                  "--output", str(tmp_path / "eval.json")]) == 0
     result = json.loads((tmp_path / "eval.json").read_text())
-    assert result["precision"] == "int8" and 0 <= result["accuracy"] <= 1 and result["examples"] == 64
+    assert result["precision"] == "int8" and result["examples"] == 64
+    # the accuracy is that of the int8 graph's own answers on the dev file
+    dev = [line.rsplit("\t", 1) for line in (data / "dev.tsv").read_text().splitlines()[1:]]
+    answers = cli_predict(int8, [t.strip() for t, _ in dev], tmp_path, "--backend", "onnx")
+    right = sum(a["label"] == ["negative", "positive"][int(y)] for a, (_, y) in zip(answers, dev, strict=True))
+    assert result["accuracy"] == pytest.approx(right / 64, abs=1e-12)
 
 
 def test_serve_backend_onnx_answers_as_torch(tmp_path_factory, tiny_bert, tmp_path):
@@ -169,10 +178,10 @@ def test_serve_backend_onnx_answers_as_torch(tmp_path_factory, tiny_bert, tmp_pa
     with server(out, "--backend", "onnx") as (url, _):
         r = httpx.post(url + "/predict", json={"texts": SENTENCES, "probs": True}, timeout=60)
         assert r.status_code == 200, r.text
-        for e, g in zip(expected, r.json()["predictions"]):
+        for e, g in zip(expected, r.json()["predictions"], strict=True):
             assert g["label"] == e["label"] and g["score"] == pytest.approx(e["score"], abs=1e-5)
         r = httpx.post(url + "/embed", json={"texts": SENTENCES, "layers": "last", "pool": "first"}, timeout=60)
-        for (words, vectors), got in zip(reference, r.json()["embeddings"]):
+        for (words, vectors), got in zip(reference, r.json()["embeddings"], strict=True):
             assert got["words"] == words
             np.testing.assert_allclose(np.asarray(got["vectors"]), vectors, atol=1e-4)
         meta = httpx.get(url + "/metadata", timeout=10).json()

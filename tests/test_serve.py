@@ -13,14 +13,12 @@ import time
 import numpy as np
 import pytest
 
-from .deploy_runs import SENTENCES, cli_extract, cli_predict, server, server_output, tiny_run
+from .conftest import NEGATIVE, POSITIVE, SENTENCES, cli_extract, cli_predict, server, server_output, tiny_run
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
 
-POSITIVE = ["good", "great", "wonderful", "funny", "moving", "brilliant", "charming", "superb"]
-NEGATIVE = ["bad", "dull", "boring", "awful", "tedious", "weak", "clumsy", "lifeless"]
 JSON = {"content-type": "application/json"}
 
 
@@ -44,7 +42,7 @@ def post(url: str, path: str, body, **kw):
 def assert_same_predictions(served: list[dict], cli: list[dict], score_keys=("score",)):
     """Labels, tags, entities, answers identical; scores equal up to float rounding (other batch padding)."""
     assert len(served) == len(cli)
-    for s, c in zip(served, cli):
+    for s, c in zip(served, cli, strict=True):
         assert s.keys() == c.keys()
         for k in s:
             if k in score_keys:
@@ -74,7 +72,7 @@ def test_embed_equals_bertkit_extract(sst2_server, sst2_run, tmp_path, settings)
     body = r.json()
     reference = cli_extract(sst2_run, SENTENCES, tmp_path, "--layers", layers, "--combine", combine, "--pool", pool)
     assert len(body["embeddings"]) == len(reference) == len(SENTENCES)
-    for got, (words, expected) in zip(body["embeddings"], reference):
+    for got, (words, expected) in zip(body["embeddings"], reference, strict=True):
         assert got["words"] == words
         np.testing.assert_allclose(np.asarray(got["vectors"]), expected, atol=1e-5)
     # pre-tokenised words give the same vectors as the text they were split from
@@ -86,7 +84,7 @@ def test_embed_equals_bertkit_extract(sst2_server, sst2_run, tmp_path, settings)
 def test_pair_ner_and_qa_equal_bertkit_predict(tmp_path_factory, tiny_bert, tmp_path, name):
     run = tiny_run(tmp_path_factory, tiny_bert, name)
     if name == "rte":
-        rows = [{"premise": p, "hypothesis": h} for p, h in zip(SENTENCES, reversed(SENTENCES))]
+        rows = [{"premise": p, "hypothesis": h} for p, h in zip(SENTENCES, reversed(SENTENCES), strict=True)]
         body = {"texts": [r["premise"] for r in rows], "text_pairs": [r["hypothesis"] for r in rows], "probs": True}
         flags = ("--probs",)
     elif name == "ner":
@@ -103,8 +101,10 @@ def test_pair_ner_and_qa_equal_bertkit_predict(tmp_path_factory, tiny_bert, tmp_
         assert r.status_code == 200, r.text
         assert_same_predictions(r.json()["predictions"], expected)
         meta = httpx.get(url + "/metadata", timeout=10).json()
-        assert meta["run_task"] == {"rte": "rte", "ner": "conll2003", "qa": "squad"}[name]
+        assert meta["task"] == {"rte": "sequence-classification", "ner": "token-classification",
+                                "qa": "question-answering"}[name] and "run_task" not in meta
         if name == "rte":
+            assert meta["pairs"] is True and meta["labels"] == ["entailment", "not_entailment"]
             missing = post(url, "/predict", {"texts": ["a plot"]})
             assert missing.status_code == 400 and missing.json()["errors"][0]["field"] == "text_pairs"
             uneven = post(url, "/predict", {"texts": ["a", "b"], "text_pairs": ["c"]})
@@ -189,7 +189,7 @@ def test_a_base_checkpoint_serves_embeddings_only(tiny_bert, tmp_path):
         assert post(url, "/predict", {"texts": ["a film"]}).status_code == 404
         r = post(url, "/embed", {"texts": SENTENCES[:3], "layers": "last", "pool": "cls"})
         assert r.status_code == 200 and r.json()["dim"] == 32
-        for (_, expected), got in zip(reference, r.json()["embeddings"]):
+        for (_, expected), got in zip(reference, r.json()["embeddings"], strict=True):
             np.testing.assert_allclose(np.asarray(got["vectors"]), expected, atol=1e-5)
 
 
@@ -198,6 +198,7 @@ def test_metadata_health_and_openapi(sst2_server):
     meta = httpx.get(url + "/metadata", timeout=10).json()
     assert meta["task"] == "sequence-classification" and meta["labels"] == ["negative", "positive"]
     assert meta["precision"] == "fp32" and meta["max_length"] == 128 and meta["pairs"] is False
+    assert meta["problem_type"] == "single_label_classification" and "run_task" not in meta
     assert meta["limits"]["max_items"] == 32 and meta["versions"]["torch"].startswith("2.")
     assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
     schema = httpx.get(url + "/openapi.json", timeout=10).json()
@@ -218,7 +219,7 @@ def test_64_concurrent_clients_each_get_their_own_answers_in_order(sst2_server, 
     clients, requests = 64, 20
     sent = {(c, r): [text(c, r, i) for i in range(1 + (c + r) % 3)] for c in range(clients) for r in range(requests)}
     every = [t for texts in sent.values() for t in texts]  # all different
-    reference = dict(zip(every, cli_predict(sst2_run, every, tmp_path)))
+    reference = dict(zip(every, cli_predict(sst2_run, every, tmp_path), strict=True))
     before = httpx.get(url + "/health", timeout=10).json()
 
     async def client(http, c):
