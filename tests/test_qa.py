@@ -3,7 +3,6 @@ run of the tiny model (finetune → predictions.json → official script → pla
 Spans: test_qa_spans.py; metrics: test_squad_metric.py."""
 
 import json
-import random
 import subprocess
 import sys
 
@@ -15,39 +14,7 @@ from bertkit.data.squad import read_squad_file
 from bertkit.errors import BertkitError, DataError
 
 from . import squad_v1_official as official
-from .conftest import FILLER, SHARED_DATA
-
-COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white"]
-QUESTIONS = ["which colour is mentioned ?", "what color appears in the text ?", "name the colour ."]
-
-
-# --- synthetic SQuAD files -----------------------------------------------------------------------------------
-def squad_json(rng: random.Random, n: int, prefix: str, references: int = 1) -> dict:
-    """Paragraphs of 10-70 filler words with one colour; the question asks for the colour (learnable by a tiny
-    model; the longer paragraphs need two windows at --max-length 64)."""
-    paragraphs = []
-    for i in range(n):
-        words = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
-        at = rng.randrange(len(words) + 1)
-        colour = rng.choice(COLOURS)
-        context = " ".join(words[:at] + [colour.capitalize() if i % 3 == 0 else colour] + words[at:])
-        start = len(" ".join(words[:at])) + (1 if at else 0)
-        answers = [{"text": context[start:start + len(colour)], "answer_start": start}] * references
-        paragraphs.append({"context": context, "qas": [{"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS),
-                                                        "answers": answers}]})
-    return {"version": "1.1", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
-
-
-def write_squad(directory, n_train=240, n_dev=48, bad_train_ids=(), seed=0):
-    rng = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    train = squad_json(rng, n_train, "t")
-    for p in train["data"][0]["paragraphs"]:
-        if p["qas"][0]["id"] in bad_train_ids:
-            p["qas"][0]["answers"][0]["answer_start"] += 1
-    (directory / "train.json").write_text(json.dumps(train))
-    (directory / "validation.json").write_text(json.dumps(squad_json(rng, n_dev, "v", references=2)))
-    return directory
+from .conftest import SHARED_DATA, use_fake_hub_squad, write_squad
 
 
 @pytest.fixture(scope="module")
@@ -134,25 +101,6 @@ def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
-def use_fake_hub_squad(monkeypatch, tmp_path, data, repo):
-    """`datasets.load_dataset` answers `repo` (the hub's rajpurkar/squad layout) from `data`/train.json, offline."""
-    import datasets
-
-    def fake_load_dataset(name, config, split, revision=None):
-        assert (name, config) == (repo, None)
-        rows = json.loads((data / "train.json").read_text())["data"][0]["paragraphs"]
-        return datasets.Dataset.from_list([{"id": f"{split}-{p['qas'][0]['id']}", "title": "Colours",
-                                            "context": p["context"], "question": p["qas"][0]["question"],
-                                            "answers": {"text": [a["text"] for a in p["qas"][0]["answers"]],
-                                                        "answer_start": [a["answer_start"] for a in
-                                                                         p["qas"][0]["answers"]]}} for p in rows])
-
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-
-
 def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
     from bertkit.data.squad import load_squad_data, load_squad_split
 
@@ -195,10 +143,11 @@ def test_train_answer_consensus_reorders_training_references_only(tmp_path, caps
 
 def test_squad_recipe_defaults():
     cfg = load_recipe("squad")
-    assert (cfg.adapter, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == ("question-answering", 3e-5, 32, 2,
-                                                                                   384)
-    assert (cfg.window_overlap, cfg.n_best, cfg.max_answer_length, cfg.max_question_length) == (128, 20, 30, 64)
-    assert cfg.metrics == ["exact_match", "f1"] and cfg.main_metric == "f1" and not cfg.skip_bad_examples
+    assert (cfg.task, cfg.name, cfg.lr, cfg.batch_size, cfg.epochs, cfg.max_length) == (
+        "question-answering", "squad", 3e-5, 32, 2, 384)
+    o = cfg.task_options
+    assert (o.window_overlap, o.n_best, o.max_answer_length, o.max_question_length) == (128, 20, 30, 64)
+    assert cfg.metrics == ["exact_match", "f1"] and cfg.main_metric == "f1" and not o.skip_bad_examples
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
@@ -246,18 +195,24 @@ def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path
     assert main(["evaluate", "--model", str(out), "--task", "squad", "--split", "validation", "--data-dir",
                  str(squad_dir), "--precision", "fp32"]) == 0
     evaluated = json.loads((out / "eval_squad_validation.json").read_text())
-    assert evaluated["examples"] == 48 and 0 <= evaluated["exact_match"] <= evaluated["f1"] <= 100
+    final = json.loads((out / "metrics.json").read_text())["validation"]
+    assert evaluated["examples"] == 48  # the same model on the same questions: the run's own scores
+    assert (evaluated["exact_match"], evaluated["f1"]) == pytest.approx((final["exact_match"], final["f1"]), abs=1e-9)
 
     dev = json.loads((squad_dir / "validation.json").read_text())["data"][0]["paragraphs"][:5]
     rows = [{"id": p["qas"][0]["id"], "question": p["qas"][0]["question"], "context": p["context"]} for p in dev]
     rows[1].pop("id")
     src = tmp_path / "questions.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl")]) == 0
+    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl"),
+                 "--precision", "fp32"]) == 0
     answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert set(answers[0]) == {"id", "answer", "score", "start", "end"} and "id" not in answers[1]
-    for row, a in zip(rows, answers):
-        assert row["context"][a["start"]:a["end"]] == a["answer"] and 0 < a["score"] <= 1
+    run = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()][:5]
+    for row, a, r in zip(rows, answers, run, strict=True):  # the run's answers to the same questions
+        assert row["context"][a["start"]:a["end"]] == a["answer"]
+        assert (a["answer"], a["start"], a["end"]) == (r["answer"], r["start"], r["end"])
+        assert a["score"] == pytest.approx(r["score"], abs=1e-6)
 
 
 def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
