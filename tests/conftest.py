@@ -542,3 +542,25 @@ def use_fake_hub_squad(monkeypatch, tmp_path: Path, data: Path, repo: str) -> No
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+
+
+# --- a quick SST-2 run through the Python API: run_config → task → Trainer (trainer tests share these) -------------
+def small_config(sst2_dir: Path, out: Path, **kw):
+    """A quick, deterministic fp32 run config of the tiny SST-2 files; `kw`: flat keys, as `run_config` takes."""
+    from bertkit.config import run_config
+
+    base = dict(name="sst2", data_dir=str(sst2_dir), output_dir=str(out), precision="fp32", lr=1e-2, batch_size=16,
+                epochs=2, label_names=["negative", "positive"], metrics=["accuracy", "f1"], eval_every="8")
+    return run_config(**{**base, **kw})
+
+
+def fit(tiny_bert: Path, cfg, callbacks=(), resume: bool = False):
+    """Train the tiny BERT with `cfg` (a SequenceClassification task); (task, the fit's result)."""
+    import torch
+
+    from bertkit import SequenceClassification, Trainer
+
+    torch.manual_seed(cfg.seed)
+    train, evals, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    return task, Trainer(task, cfg, callbacks=callbacks, resume=resume).fit(train, evals)
