@@ -1,4 +1,4 @@
-"""The contract every adapter passes: train a few steps → save → load with plain transformers → same predictions;
+"""The contract every task passes: train a few steps → save → load with plain transformers → same predictions;
 and resume after an interruption ends exactly like an uninterrupted run."""
 
 import json
@@ -9,36 +9,22 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from bertkit import FinetuneConfig, SequenceClassification, Trainer
-from bertkit.data import load_classification_data
+from .conftest import fit, small_config
 
 TEXTS = ["the film was wonderful and funny", "a dull , tedious plot", "null", "its cast is really superb"]
 
 
-def small_config(sst2_dir, out, **kw):
-    base = dict(task="sst2", data_dir=str(sst2_dir), output_dir=str(out), precision="fp32", lr=1e-2, batch_size=16,
-                epochs=2, label_names=["negative", "positive"], metrics=["accuracy", "f1"], eval_every="8")
-    return FinetuneConfig(**{**base, **kw})
-
-
-def fit(tiny_bert, cfg, callbacks=()):
-    torch.manual_seed(cfg.seed)
-    train, evals, names = load_classification_data(cfg)
-    adapter = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
-    return adapter, Trainer(adapter, cfg, callbacks=callbacks).fit(train, evals)
-
-
 def test_train_save_load_with_plain_transformers(tiny_bert, sst2_dir, tmp_path):
-    adapter, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run"))
+    task, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run"))
     assert result["dev"]["accuracy"] >= 0.75  # the tiny model learns the sentiment words
-    ours = adapter.predict(TEXTS, with_probs=True)
+    ours = task.predict_rows([{"text": t} for t in TEXTS], probs=True)
 
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").eval()
     tok = AutoTokenizer.from_pretrained(tmp_path / "run")
     assert model.config.id2label == {0: "negative", 1: "positive"}
     with torch.no_grad():
         probs = model(**tok(TEXTS, padding=True, return_tensors="pt")).logits.softmax(-1).numpy()
-    for p, o in zip(probs, ours):
+    for p, o in zip(probs, ours, strict=True):
         assert o["label"] == model.config.id2label[int(p.argmax())]
         np.testing.assert_allclose([o["probabilities"]["negative"], o["probabilities"]["positive"]], p, atol=1e-5)
     assert (tmp_path / "run" / "model.safetensors").is_file() and not list((tmp_path / "run").glob("*.bin"))
@@ -48,7 +34,7 @@ class Interrupt(Exception):
     pass
 
 
-def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, sst2_dir, tmp_path):
+def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, sst2_dir, tmp_path, capsys):
     # 256 examples / 16 = 16 steps per epoch, 32 steps; checkpoints every 5 steps and at evaluations (every 8)
     _, full = fit(tiny_bert, small_config(sst2_dir, tmp_path / "full", save_every=5))
 
@@ -60,7 +46,10 @@ def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, sst2_dir,
     with pytest.raises(Interrupt):
         fit(tiny_bert, cfg, callbacks=[stop_at_13])
     assert (tmp_path / "cut" / "checkpoints" / "latest").read_text().strip() == "step-0000010"
-    _, resumed = fit(tiny_bert, small_config(sst2_dir, tmp_path / "cut", save_every=5, resume=True))
+    capsys.readouterr()
+    _, resumed = fit(tiny_bert, cfg, resume=True)
+    err = capsys.readouterr().err
+    assert "resumed from" in err and "step-0000010" in err  # it did resume: the run went on from step 10
 
     assert resumed["dev"] == full["dev"] and resumed["best_step"] == full["best_step"]
     a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
