@@ -4,7 +4,6 @@ layout), [CLS] targets, the no-answer decision on hand-made logits, and an end-t
 Metric parity: test_squad_v2_metric.py; v1.1: test_qa.py."""
 
 import json
-import random
 import subprocess
 import sys
 
@@ -12,42 +11,13 @@ import numpy as np
 import pytest
 
 from bertkit.cli import main
-from bertkit.config import load_recipe
+from bertkit.config import load_recipe, read_yaml, recipe_path
 from bertkit.data.squad import read_squad_file
 from bertkit.errors import DataError
 from bertkit.tasks.qa_spans import Window, decide, null_logit, rank_answers, with_null
 
 from . import squad_v2_official as official
-from .conftest import FILLER, SHARED_DATA
-from .test_qa import COLOURS, QUESTIONS, use_fake_hub_squad
-
-
-# --- synthetic SQuAD 2.0 files ---------------------------------------------------------------------------------
-def squad_v2_json(rng: random.Random, n: int, prefix: str) -> dict:
-    """Paragraphs of 10-70 filler words; every other one has a colour (the answer), the rest none (unanswerable,
-    with a `plausible_answers` span as in the official files)."""
-    paragraphs = []
-    for i in range(n):
-        words = [rng.choice(FILLER) for _ in range(rng.randint(10, 70))]
-        qa = {"id": f"{prefix}{i:04d}", "question": rng.choice(QUESTIONS)}
-        if i % 2:
-            context = " ".join(words)
-            qa.update(answers=[], is_impossible=True, plausible_answers=[{"text": words[0], "answer_start": 0}])
-        else:
-            at, colour = rng.randrange(len(words) + 1), rng.choice(COLOURS)
-            context = " ".join(words[:at] + [colour] + words[at:])
-            start = len(" ".join(words[:at])) + (1 if at else 0)
-            qa.update(answers=[{"text": colour, "answer_start": start}], is_impossible=False)
-        paragraphs.append({"context": context, "qas": [qa]})
-    return {"version": "v2.0", "data": [{"title": "Colours", "paragraphs": paragraphs}]}
-
-
-def write_squad_v2(directory, n_train=240, n_dev=48, seed=0):
-    rng = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, n, prefix in (("train.json", n_train, "t"), ("validation.json", n_dev, "v")):
-        (directory / name).write_text(json.dumps(squad_v2_json(rng, n, prefix), indent=1))  # one field a line
-    return directory
+from .conftest import SHARED_DATA, use_fake_hub_squad, write_squad_v2
 
 
 @pytest.fixture(scope="module")
@@ -131,10 +101,13 @@ def test_hub_squad_v2_is_used_without_local_data(monkeypatch, tmp_path):
 
 def test_squad_v2_recipe_carries_the_squad_settings_over():
     v1, v2 = load_recipe("squad"), load_recipe("squad_v2")
-    same = ("adapter", "batch_size", "lr", "epochs", "warmup_ratio", "max_length", "window_overlap",
-            "max_question_length", "max_answer_length", "n_best", "model_overrides")
+    same = ("task", "batch_size", "lr", "epochs", "warmup_ratio", "max_length")
+    options = ("window_overlap", "max_question_length", "max_answer_length", "n_best")
     assert {k: getattr(v1, k) for k in same} == {k: getattr(v2, k) for k in same}
-    assert v2.allow_no_answer and not v1.allow_no_answer and v2.hub_dataset == "rajpurkar/squad_v2"
+    assert {k: getattr(v1.task_options, k) for k in options} == {k: getattr(v2.task_options, k) for k in options}
+    assert v2.task_options.allow_no_answer and not v1.task_options.allow_no_answer
+    assert v2.hub.dataset == "rajpurkar/squad_v2" and v2.name == "squad_v2"
+    assert read_yaml(recipe_path("squad"))["model_overrides"] == read_yaml(recipe_path("squad_v2"))["model_overrides"]
     assert v2.metrics == ["squad_v2", "best_f1"] and v2.main_metric == "best_f1"
     tuned = load_recipe("squad_v2", {"model": "minilm-l6"})
     assert (tuned.batch_size, tuned.lr, tuned.epochs, tuned.layer_lr_decay) == (16, 1.5e-4, 3, 0.9)
@@ -160,19 +133,21 @@ def test_unanswerable_windows_target_cls_and_answerable_ones_as_in_v1(tiny_bert,
     features = v2.encode(questions)
     impossible = [not questions[q]["answers"]["text"] for q in features["example_index"]]
     assert sum(impossible) >= 120 and len(features) > len(questions)  # long paragraphs give several windows
-    targets = list(zip(features["start_positions"], features["end_positions"]))
-    assert all(t == (0, 0) for t, imp in zip(targets, impossible) if imp)
+    targets = list(zip(features["start_positions"], features["end_positions"], strict=True))
+    assert all(t == (0, 0) for t, imp in zip(targets, impossible, strict=True) if imp)
     answerable = questions.select([i for i, a in enumerate(questions["answers"]) if a["text"]])
     v1 = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64, max_question_length=16, window_overlap=16)
-    v1_targets = list(zip(*(v1.encode(answerable)[k] for k in ("start_positions", "end_positions"))))
-    assert [t for t, imp in zip(targets, impossible) if not imp] == v1_targets
+    v1_targets = list(zip(*(v1.encode(answerable)[k] for k in ("start_positions", "end_positions")), strict=True))
+    assert [t for t, imp in zip(targets, impossible, strict=True) if not imp] == v1_targets
     assert any(s > 0 for s, _ in v1_targets)
 
 
 def test_training_from_a_v2_checkpoint_chooses_the_threshold_again(tiny_bert, tmp_path):
     from bertkit.tasks import QuestionAnswering
 
-    QuestionAnswering.from_pretrained(str(tiny_bert), allow_no_answer=True, null_threshold=-2.5).save(tmp_path / "v2")
+    v2 = QuestionAnswering.from_pretrained(str(tiny_bert), allow_no_answer=True)
+    v2.null_threshold = -2.5  # as a run sets it once chosen on its evaluation set
+    v2.save(tmp_path / "v2")
     assert json.loads((tmp_path / "v2" / "config.json").read_text())["bertkit_null_threshold"] == -2.5
     loaded = QuestionAnswering.from_pretrained(str(tmp_path / "v2"))
     assert (loaded.allow_no_answer, loaded.null_threshold) == (True, -2.5)
@@ -230,7 +205,7 @@ def test_score_chooses_the_official_best_f1_threshold_on_the_evaluation_set(tiny
                                                        {"text": [], "answer_start": []}]})
     features = qa.encode(examples)
     outputs = []
-    for f, context in zip(features, contexts):  # [CLS] colour ? [SEP] w1 w2 w3 [SEP]: context tokens 4..6
+    for f, context in zip(features, contexts, strict=True):  # [CLS] colour ? [SEP] w1 w2 w3 [SEP]: context tokens 4..6
         start, end = np.zeros(f["length"]), np.zeros(f["length"])
         word = {"the red car": 5, "a blue sky": 5, "nothing here": 4}[context]
         start[word] = end[word] = 2.0  # best span: the colour word (4)
@@ -242,7 +217,7 @@ def test_score_chooses_the_official_best_f1_threshold_on_the_evaluation_set(tiny
     assert odds == {"a": -4.0, "b": -1.0, "c": 2.0}
     assert [p["answer"] for p in predictions] == ["red", "blue", ""] and metrics["best_f1_thresh"] == -1.0
     dataset = [{"paragraphs": [{"context": c, "qas": [{"id": i, "answers": [{"text": t} for t in a["text"]]}]}
-                               for i, c, a in zip(examples["id"], contexts, examples["answers"])]}]
+                               for i, c, a in zip(examples["id"], contexts, examples["answers"], strict=True)]}]
     answers = {p["id"]: p["answer"] for p in predictions}
     assert metrics == pytest.approx(official.evaluate(dataset, answers, odds)) and metrics["f1"] == 100.0
     qa.null_threshold = -2.0  # a saved threshold is applied as it is: "blue" (odds -1) becomes no answer
@@ -286,20 +261,27 @@ def test_evaluate_and_predict_use_the_saved_threshold(v2_run, v2_dir, tmp_path):
             for p in paragraphs]
     src = tmp_path / "questions.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl")]) == 0
+    assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl"),
+                 "--precision", "fp32"]) == 0
     answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert set(answers[0]) == {"id", "answer", "score", "start", "end", "no_answer", "null_odds"}
-    for row, a in zip(rows, answers):
+    run = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()][:6]
+    for row, a, r in zip(rows, answers, run, strict=True):  # the run's answers to the same questions
         assert a["no_answer"] == (a["null_odds"] > threshold) == (a["answer"] == "")
-        assert row["context"][a["start"]:a["end"]] == a["answer"] and 0 < a["score"] <= 1
+        assert row["context"][a["start"]:a["end"]] == a["answer"]
+        assert (a["id"], a["answer"], a["start"], a["end"], a["no_answer"]) == (
+            r["id"], r["answer"], r["start"], r["end"], r["no_answer"])
+        assert (a["score"], a["null_odds"]) == pytest.approx((r["score"], r["null_odds"]), abs=1e-6)
     assert any(a["no_answer"] for a in answers) and not all(a["no_answer"] for a in answers)
 
     qa = QuestionAnswering.from_pretrained(str(out))
     assert qa.allow_no_answer and qa.null_threshold == threshold
     questions, contexts = [r["question"] for r in rows], [r["context"] for r in rows]
     assert [a["no_answer"] for a in qa.predict(questions, contexts)] == [a["no_answer"] for a in answers]
-    always = QuestionAnswering.from_pretrained(str(out), null_threshold=1e9).predict(questions, contexts)
-    never = QuestionAnswering.from_pretrained(str(out), null_threshold=-1e9).predict(questions, contexts)
+    qa.null_threshold = 1e9
+    always = qa.predict(questions, contexts)
+    qa.null_threshold = -1e9
+    never = qa.predict(questions, contexts)
     assert not any(a["no_answer"] for a in always) and all(a["answer"] == "" for a in never)
 
 
