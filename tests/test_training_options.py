@@ -2,28 +2,29 @@
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from bertkit.config import load_recipe
 from bertkit.cpu import dropout as fd
 from bertkit.errors import BertkitError
+from bertkit.training.changes import reinit_pooler, reset_dropout, set_dropout
 from bertkit.training.optim import build_optimizer
-from bertkit.training.options import reinit_pooler, reset_dropout, set_dropout
 
-from .test_contract import fit, small_config
+from .conftest import fit, small_config
 
 WORDS = "bert.embeddings.word_embeddings.weight"
 
 
 def test_freeze_word_embeddings_keeps_them_and_trains_the_rest(tiny_bert, sst2_dir, tmp_path):
     before = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2).state_dict()
-    adapter, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", freeze_word_embeddings=True, epochs=1))
+    task, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", freeze_word_embeddings=True, epochs=1))
     after = load_file(str(tmp_path / "run" / "model.safetensors"))
     assert torch.equal(after[WORDS], before[WORDS])
     for key in ("bert.embeddings.position_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight"):
         assert not torch.equal(after[key], before[key])
-    assert adapter.model.get_input_embeddings().weight.requires_grad  # unfrozen again for later use
+    assert task.model.get_input_embeddings().weight.requires_grad  # unfrozen again for later use
 
 
 def test_reinit_pooler_is_seeded_and_needs_a_pooler(tiny_bert):
@@ -41,8 +42,9 @@ def test_reinit_pooler_is_seeded_and_needs_a_pooler(tiny_bert):
     assert torch.equal(dense.weight, first)
     with pytest.raises(BertkitError, match="no pooler"):
         reinit_pooler(AutoModelForTokenClassification.from_pretrained(tiny_bert, num_labels=3))
-    with pytest.raises(BertkitError, match="reinit_pooler' applies to sequence-classification only"):
+    with pytest.raises(BertkitError, match="the token-classification head does not use the pooler"):
         load_recipe("conll2003", {"reinit_pooler": True})
+    assert load_recipe("sst2", {"reinit_pooler": True}).reinit_pooler
 
 
 def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
@@ -98,12 +100,13 @@ def test_set_dropout_sets_attention_and_hidden_rates_and_resets(tiny_bert):
 def test_trainer_trains_with_the_rates_and_saves_the_checkpoints_own(tiny_bert, sst2_dir, tmp_path):
     seen = []
     cfg = small_config(sst2_dir, tmp_path / "run", dropout=0.0, attention_dropout=0.05, epochs=1)
-    adapter, _ = fit(tiny_bert, cfg, callbacks=[lambda trainer, state: seen.append(_rates(trainer.model))])
+    task, _ = fit(tiny_bert, cfg, callbacks=[lambda trainer, state: seen.append(_rates(trainer.model))])
     assert seen and all(r == {(True, 0.05), (False, 0.0)} for r in seen)
     config = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").config
-    assert config.hidden_dropout_prob == adapter.model.config.hidden_dropout_prob > 0
-    assert {p for _, p in _rates(adapter.model)} == {config.hidden_dropout_prob, config.attention_probs_dropout_prob}
-    assert "dropout: 0.0" in (tmp_path / "run" / "config.yaml").read_text()
+    assert config.hidden_dropout_prob == task.model.config.hidden_dropout_prob > 0
+    assert {p for _, p in _rates(task.model)} == {config.hidden_dropout_prob, config.attention_probs_dropout_prob}
+    recorded = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert (recorded["dropout"], recorded["attention_dropout"]) == (0.0, 0.05)
 
 
 @pytest.mark.parametrize("value", [1.0, -0.1])
