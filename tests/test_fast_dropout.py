@@ -10,7 +10,7 @@ from torch import nn
 from transformers import AutoModelForSequenceClassification
 
 from bertkit.cpu import dropout as fd
-from bertkit.training.options import set_dropout
+from bertkit.training.changes import set_dropout
 
 
 def test_drop_rate_scale_and_expectation():
