@@ -339,9 +339,13 @@ def upgrade_flat(values: dict, strict: bool) -> dict:
     task = task_class(task_name)
     out = {"task": task_name, "name": flat.pop("task", "run"), "task_options": {}, **{g: {} for g in NESTED}}
     legacy = option_names(task.Options)
+    fields = {f.name: f for f in dataclasses.fields(task.Options)}
     for key, value in flat.items():
         if key in legacy:
-            out["task_options"][legacy[key]] = value
+            field = legacy[key]
+            if key == field and any(old in flat for old in fields[field].metadata.get("legacy", ())):
+                continue  # 0.2 knew this option by its old name; this key was another 0.2 adapter's option
+            out["task_options"][field] = value
         elif key in FLAT:
             group, field = FLAT[key]
             out[group][field] = value

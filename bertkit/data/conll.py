@@ -220,7 +220,7 @@ def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int 
     """A hub split with `tokens` and `tags` (from the options' `hub_columns`), validated and in IOB2."""
     ds = load_hub_splits(cfg, [split])[0]
     name = f"{cfg.hub.dataset}[{split}]"
-    token_column, tag_column = cfg.task_options.hub_columns
+    token_column, tag_column = cfg.task_options.hub_columns or ["tokens", "ner_tags"]
     if max_samples is not None:
         ds = ds.select(range(min(max_samples, len(ds))))
     if token_column not in ds.column_names:

@@ -71,7 +71,8 @@ class TokenClassificationOptions:
                                  "column 0.")
     label_names: list[str] = option([], "Tags in id order (default: from the training file: O, then B-T, I-T for "
                                         "each entity type T in alphabetical order).")
-    hub_columns: list[str] = option(["tokens", "ner_tags"], "Hub column names of the words and of the tags.")
+    hub_columns: list[str] = option(["tokens", "ner_tags"], "Hub column names of the words and of the tags (empty: "
+                                                            "tokens, ner_tags).")
     label_all_pieces: bool = option(False, "Train on every word piece of a word (its tag; I- on the pieces after a "
                                            "B-), not only on its first piece.")
     window_overlap: int | None = option(None, "Word pieces shared by consecutive windows of a sentence longer than "
@@ -91,7 +92,7 @@ class TokenClassificationOptions:
             raise BertkitError(f"{source}: 'context' (document context) must be 0 or more word pieces")
         if self.window_overlap is not None and self.window_overlap < 0:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
-        if len(self.hub_columns) != 2:
+        if self.hub_columns and len(self.hub_columns) != 2:
             raise BertkitError(f"{source}: 'hub_columns' names two columns: words, tags")
 
 
