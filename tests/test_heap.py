@@ -9,6 +9,8 @@ import torch
 
 from bertkit.cpu import heap
 
+from .conftest import fit, small_config
+
 pytestmark = pytest.mark.skipif(not heap._glibc(), reason="glibc's mallopt only")
 
 
@@ -43,8 +45,6 @@ def test_kept_heap_reuses_pages_and_release_returns_them():
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_trainer_keeps_heap_while_training_and_releases_after(tiny_bert, sst2_dir, tmp_path, monkeypatch, enabled):
-    from .test_contract import fit, small_config
-
     calls = []
     monkeypatch.setattr(heap, "keep_heap", lambda: calls.append("keep") or True)
     monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release"))
