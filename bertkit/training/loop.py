@@ -131,6 +131,7 @@ class Trainer:
         total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
         self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
+        forward = self.task.model.__dict__.get("forward")  # none: the class's (`prepare` may set one)
         cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
         try:
             with model_changes(self.task.model, cfg, cpu, self.precision, self.log) as applied:
@@ -142,9 +143,12 @@ class Trainer:
                                                                  if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 return self._finish(state, eval_sets, test)
-        finally:  # accelerate's mixed-precision wrapper off the model's forward, by accelerate itself
-            if hasattr(self, "model"):
-                acc.unwrap_model(self.model, keep_fp32_wrapper=False)
+        finally:  # accelerate sets an autocast wrapper as the model's `forward` (mixed precision): the model's own again
+            own = acc.unwrap_model(self.model) if hasattr(self, "model") else self.task.model
+            if forward is None:
+                own.__dict__.pop("forward", None)
+            else:
+                own.forward = forward
 
     def _train(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int) -> None:
         cfg, acc = self.cfg, self.accelerator
