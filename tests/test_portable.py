@@ -11,12 +11,13 @@ import torch
 import yaml
 from transformers import AutoModelForSequenceClassification
 
-from bertkit import FinetuneConfig, QuestionAnswering, Trainer, device
+from bertkit import QuestionAnswering, Trainer, device
+from bertkit.config import run_config
 from bertkit.cpu import cpu_speedups, heap
 from bertkit.cpu import dropout as fast_dropout
 from bertkit.errors import BertkitError
 
-from .test_contract import fit, small_config
+from .conftest import fit, small_config, write_squad
 
 CPU = torch.device("cpu")
 
@@ -137,16 +138,15 @@ def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_re
     real_release = heap.release_heap
     monkeypatch.setattr(heap, "release_heap", lambda: calls.append("release") or real_release())
     from bertkit import SequenceClassification
-    from bertkit.data import load_classification_data
 
     cfg = small_config(sst2_dir, tmp_path / "run", precision="bf16", dropout=0.0, attention_dropout=0.3,
                        freeze_word_embeddings=True)
-    train, evals, names = load_classification_data(cfg)
+    train, evals, names = SequenceClassification.load_data(cfg)
     clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
     before = state_of(clf.model)
 
     def stop(trainer, state):
-        assert state_of(trainer.adapter.model) != before  # patched while training
+        assert state_of(trainer.task.model) != before  # patched while training
         if state["global_step"] == 3:
             raise Stop
 
@@ -156,27 +156,24 @@ def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_re
     unpatched = copy.deepcopy(model_of(tiny_bert))
     unpatched.classifier = copy.deepcopy(clf.model.classifier)
     unpatched.load_state_dict(clf.model.state_dict())  # the weights it trained to, in a model never patched
-    for a, b in zip(outputs(clf.model), outputs(unpatched)):
+    for a, b in zip(outputs(clf.model), outputs(unpatched), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 # --- one source of truth ---------------------------------------------------------------------------------------
 def test_a_notebook_run_records_the_model_and_windows_it_trained(tiny_bert, tmp_path):
-    from bertkit.data.squad import load_squad_data
-
-    from .test_qa import write_squad
-
     data = write_squad(tmp_path / "squad", n_train=32, n_dev=8)
-    cfg = FinetuneConfig(task="squad", adapter="question-answering", data_dir=str(data), train_file="train.json",
-                         validation_files=["validation.json"], metrics=["exact_match", "f1"], main_metric="f1",
-                         precision="fp32", max_steps=2, batch_size=8, output_dir=str(tmp_path / "run"))
-    assert (cfg.model, cfg.max_length, cfg.window_overlap) == ("bert-base-uncased", 128, 128)  # the defaults
+    cfg = run_config(task="question-answering", name="squad", data_dir=str(data), train_file="train.json",
+                     validation_files=["validation.json"], metrics=["exact_match", "f1"], main_metric="f1",
+                     precision="fp32", max_steps=2, batch_size=8, output_dir=str(tmp_path / "run"))
+    assert (cfg.model, cfg.max_length, cfg.task_options.window_overlap) == ("bert-base-uncased", 128, 128)  # defaults
     qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64, window_overlap=16, max_question_length=16)
-    train, evals, _ = load_squad_data(cfg)
+    train, evals, _ = QuestionAnswering.load_data(cfg)
     Trainer(qa, cfg).fit(train, evals)
     recorded = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
-    assert (recorded["model"], recorded["max_length"], recorded["window_overlap"]) == (str(tiny_bert), 64, 16)
-    assert recorded["adapter"] == "question-answering" and recorded["max_question_length"] == 16
+    options = recorded["task_options"]
+    assert (recorded["model"], recorded["max_length"], options["window_overlap"]) == (str(tiny_bert), 64, 16)
+    assert (recorded["task"], recorded["name"], options["max_question_length"]) == ("question-answering", "squad", 16)
     assert f"base_model: {tiny_bert}" in (tmp_path / "run" / "README.md").read_text()
     again = QuestionAnswering.from_pretrained(str(tmp_path / "run"))  # its window settings come back from the run
     assert (again.max_length, again.window_overlap, again.max_question_length) == (64, 16, 16)
@@ -195,10 +192,10 @@ def test_gpu_loaders_use_workers_pinned_memory_and_pad_to_multiples_of_8(tiny_be
     rows = {clf: clf.encode(datasets.Dataset.from_dict({"text": ["one two three", "four"], "label": [0, 1]})),
             ner: ner.encode(datasets.Dataset.from_dict({"tokens": [["a", "b", "c"], ["d"]],
                                                         "tags": [[0, 1, 2], [0]]}))}
-    for adapter, features in rows.items():
-        assert adapter.collate(list(features))["input_ids"].shape[1] == 5  # the longest row: [CLS] 3 words [SEP]
-        adapter.pad_to_multiple_of(8)
-        assert adapter.collate(list(features))["input_ids"].shape[1] == 8
+    for task, features in rows.items():
+        assert task.collate(list(features))["input_ids"].shape[1] == 5  # the longest row: [CLS] 3 words [SEP]
+        task.pad_to_multiple_of(8)
+        assert task.collate(list(features))["input_ids"].shape[1] == 8
 
 
 @pytest.mark.parametrize("precision,kept", [("fp32", False), ("bf16", True)])
