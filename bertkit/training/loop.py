@@ -143,7 +143,7 @@ class Trainer:
                                                                  if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 return self._finish(state, eval_sets, test)
-        finally:  # accelerate sets an autocast wrapper as the model's `forward` (mixed precision): the model's own again
+        finally:  # accelerate sets an autocast wrapper as the model's `forward` (mixed precision): its own again
             own = acc.unwrap_model(self.model) if hasattr(self, "model") else self.task.model
             if forward is None:
                 own.__dict__.pop("forward", None)
