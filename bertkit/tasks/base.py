@@ -125,7 +125,8 @@ class Task:
             options = build(cls.Options, option_values, "options", base=base)
         elif option_values:
             options = build(cls.Options, option_values, "options", base=options)
-        if isinstance(options, cls.Options) and cls.resolve(options) is not cls:
+        if isinstance(options, cls.Options) and cls.resolve(options) is not cls and \
+                issubclass(cls.resolve(options), cls):  # a variant of cls; a variant asked for by name stays
             cls = cls.resolve(options)
         elif base is None and local:
             found = cls.for_checkpoint(json.loads((Path(path) / "config.json").read_text()))
