@@ -1,4 +1,4 @@
-"""Regression and multi-label heads, class weights and long-text windows, through the CLI and the adapters on the
+"""Regression and multi-label heads, class weights and long-text windows, through the CLI and the tasks on the
 tiny random BERT: plain transformers reloads each head with the same outputs; predict and evaluate work on them."""
 
 import json
@@ -14,30 +14,9 @@ from bertkit import MultiLabelClassification, SequenceClassification, SequenceRe
 from bertkit.cli import main
 from bertkit.tasks.classification import pool_windows, resolve_class_weights
 
-from .conftest import FILLER, NEGATIVE, POSITIVE, sentence
+from .conftest import FILLER, POSITIVE, sentence, write_sts
 
 FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--warmup-ratio", "0.1"]
-
-
-def words(rng, n_pos, n_neg, n_filler=6):
-    ws = [rng.choice(FILLER) for _ in range(n_filler)] + [rng.choice(POSITIVE) for _ in range(n_pos)] + \
-         [rng.choice(NEGATIVE) for _ in range(n_neg)]
-    rng.shuffle(ws)
-    return " ".join(ws)
-
-
-def write_sts(directory, n_train=192, n_dev=48, seed=0):
-    """The original STS Benchmark layout (no header, tab-separated); the score grows with the positive words."""
-    rng = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, n in (("sts-train.csv", n_train), ("sts-dev.csv", n_dev)):
-        lines = []
-        for i in range(n):
-            k = i % 4
-            lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{1.5 * k:.3f}\t{words(rng, k, 0)}\t"
-                         f"{words(rng, 0, 0, 3)}")
-        (directory / name).write_text("\n".join(lines) + "\n")
-    return directory
 
 
 def multi_label_row(rng, i, none=False):
@@ -139,15 +118,15 @@ def test_multi_label_head_reloads_in_plain_transformers(multi_run):
     run, _ = multi_run
     metrics = json.loads((run / "metrics.json").read_text())["dev"]
     assert set(metrics) == {"micro_f1", "macro_f1", "subset_accuracy"} and metrics["micro_f1"] >= 0.75
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    assert cfg["problem_type"] == "multi_label_classification" and cfg["threshold"] == 0.5
+    options = yaml.safe_load((run / "config.yaml").read_text())["task_options"]
+    assert options["problem_type"] == "multi_label_classification" and options["threshold"] == 0.5
     texts = ["the film was great", "a dull and superb plot", "the story"]
     ours = MultiLabelClassification.from_pretrained(str(run)).predict(texts, with_probs=True)
     model, logits = plain(run, texts)
     assert model.config.problem_type == "multi_label_classification"
     assert sorted(model.config.id2label.values()) == ["neg", "pos"]
     probs = 1 / (1 + np.exp(-logits))  # [texts, labels]
-    for o, p in zip(ours, probs):
+    for o, p in zip(ours, probs, strict=True):
         assert o["labels"] == [model.config.id2label[i] for i in np.flatnonzero(p >= 0.5)]
         np.testing.assert_allclose([o["probabilities"][model.config.id2label[i]] for i in range(2)], p, atol=1e-5)
     gold = [json.loads(line)["gold"] for line in (run / "predictions_dev.jsonl").read_text().splitlines()]
@@ -163,10 +142,8 @@ def test_predict_and_evaluate_on_a_multi_label_run(multi_run, tmp_path, capsys):
     assert len(preds) == 2 and all(set(p) == {"text", "labels", "scores", "probabilities"} for p in preds)
     assert all(p["scores"] == {n: p["probabilities"][n] for n in p["labels"]} for p in preds)
     capsys.readouterr()
-    recipe = tmp_path / "topics.yaml"  # evaluate takes the run's own config as its recipe
-    recipe.write_text((run / "config.yaml").read_text())
-    assert main(["evaluate", "--model", str(run), "--task", str(recipe), "--split", "dev", "--precision",
-                 "fp32"]) == 0
+    # no recipe: evaluate takes the run's own config.yaml (its data folder, files and metrics)
+    assert main(["evaluate", "--model", str(run), "--split", "dev", "--precision", "fp32"]) == 0
     result = json.loads(capsys.readouterr().out)
     metrics = json.loads((run / "metrics.json").read_text())["dev"]
     assert result["micro_f1"] == pytest.approx(metrics["micro_f1"], abs=1e-6)
@@ -213,8 +190,8 @@ def test_balanced_class_weights_are_recorded_as_numbers(tiny_bert, tmp_path):
     out = tmp_path / "run"
     assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(data), "--epochs", "1", *FAST,
                  "--class-weights", "balanced", "--output-dir", str(out)]) == 0
-    cfg = yaml.safe_load((out / "config.yaml").read_text())
-    assert cfg["class_weights"] == pytest.approx([64 / (2 * 48), 64 / (2 * 16)])  # n / (labels × count)
+    options = yaml.safe_load((out / "config.yaml").read_text())["task_options"]
+    assert options["class_weights"] == pytest.approx([64 / (2 * 48), 64 / (2 * 16)])  # n / (labels × count)
 
 
 # --- long texts: windows pooled per text -------------------------------------------------------------------------
@@ -257,4 +234,5 @@ def test_windows_in_training_and_evaluation(tiny_bert, sst2_dir, tmp_path):
     assert metrics["data"] == {"train": 256, "dev": 64} and len(preds) == 64
     assert metrics["train"]["examples_seen"] > 256  # more windows than texts: the sentences are longer than 10 pieces
     reloaded = SequenceClassification.from_pretrained(str(out))
-    assert (reloaded.doc_pooling, reloaded.window_overlap, reloaded.max_length) == ("max", 4, 12)
+    assert (reloaded.options.doc_pooling, reloaded.options.doc_window_overlap, reloaded.max_length) == ("max", 4, 12)
+    assert (reloaded.doc_pooling, reloaded.window_overlap) == ("max", 4)  # what encoding and pooling use
