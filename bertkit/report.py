@@ -21,7 +21,7 @@ from .utils import atomic_path
 
 def eval_splits(result: dict) -> list[str]:
     """The evaluation split names in a metrics.json result (the other dict entries are train and data)."""
-    return [k for k, v in result.items() if isinstance(v, dict) and k not in ("train", "data")]
+    return [k for k, v in result.items() if isinstance(v, dict) and k not in ("train", "data", "memory")]
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -69,6 +69,28 @@ def _run_facts(run: Path) -> tuple:
     return cfg, task, labels
 
 
+def memory_rows(memory: dict | None) -> list[str]:
+    """report.md's table of peak memory per phase (per process when there were several)."""
+    if not memory:
+        return []
+    ranks = memory.get("ranks") or [memory]
+    phases = list(dict.fromkeys(p for r in ranks for p in r["phases"]))
+    cuda = "cuda_allocated_gib" in ranks[0]
+    head = ["phase"] + [f"process {i}" for i in range(len(ranks))] if len(ranks) > 1 else ["phase", "peak resident"]
+    lines = ["## Memory", "", f"Peak memory per phase, GiB{' (resident; CUDA allocated / reserved)' if cuda else ''}"
+             + ("" if ranks[0].get("per_phase", True) else "; each figure is the peak so far (no per-phase reset "
+                                                            "on this system)") + ".", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for phase in phases:
+        cells = []
+        for r in ranks:
+            p = r["phases"].get(phase)
+            cells.append("" if p is None else f"{p['peak_rss_gib']:.2f}" + (
+                f" ({p['cuda_allocated_gib']:.2f} / {p['cuda_reserved_gib']:.2f})" if cuda else ""))
+        lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def write_report(run) -> Path:
     """Write `report.md` and its plots, and the model card, from the files of a finished run."""
     run = Path(run)
@@ -96,6 +118,7 @@ def write_report(run) -> Path:
         lines += [f"| {e['step']} | {e['epoch']} | " + " | ".join(f"{e.get(c, float('nan')):.4f}" for c in cols)
                   + " |" for e in evals]
         lines.append("")
+    lines += memory_rows(metrics.get("memory"))
     lines += ["## Plots", ""] + [f"![{name}]({name})" for name in images]
     with atomic_path(run / "report.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n")

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from ..config import RunConfig, resolve, to_yaml
 from ..errors import BertkitError
+from ..memory import MemoryLog
 from ..metrics import resolve_metrics
 from ..report import write_report
 from ..trackers import check_trackers
@@ -53,7 +54,7 @@ class Trainer:
     """
 
     def __init__(self, task, config: RunConfig, metric_hooks=None, accelerator=None, callbacks=(),
-                 resume: bool = False):
+                 resume: bool = False, memory: MemoryLog | None = None):
         self.task, self.callbacks, self.resume = task, list(callbacks), resume
         self.cfg = trained_config(config, task)  # what is actually trained; never changed afterwards
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
@@ -62,6 +63,7 @@ class Trainer:
         check_trackers(config.report_to)
         accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
+        self.memory = memory or MemoryLog(accelerator.device)  # peak memory per phase, into metrics.json
 
     @property
     def adapter(self):  # the 0.2 name
@@ -75,8 +77,11 @@ class Trainer:
         """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it."""
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
-            outputs = predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size)
-            metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
+            with self.memory.phase("evaluation"):
+                outputs = predict_features(self.accelerator, self.model, self.task, features,
+                                           self.cfg.eval_batch_size)
+            with self.memory.phase("post-processing"):
+                metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
         return metrics, predictions
 
     # --- set-up ---------------------------------------------------------------------------------------
@@ -116,7 +121,7 @@ class Trainer:
             raise BertkitError("at least one evaluation set is needed (validation_files)")
         train = self.task.examples(train)
         evals = {k: self.task.examples(v) for k, v in evals.items()}
-        with acc.main_process_first():  # the main process tokenises and fills the feature cache; the others read it
+        with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
             features = self.task.encode(train)
             eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
         if acc.device.type == "cuda":
@@ -172,6 +177,7 @@ class Trainer:
             skip = state["step_in_epoch"] * cfg.grad_accum
             batches = acc.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
             t0 = time.perf_counter()
+            self.memory.reset_peak()  # a training stretch: its peak, until the next evaluation or checkpoint
             for batch in batches:
                 with acc.accumulate(self.model):
                     loss = self.task.compute_loss(self.model, batch)
@@ -201,17 +207,21 @@ class Trainer:
                     self._log_loss(state, loss_sum, bar)
                 if save:
                     state["train_seconds"] += time.perf_counter() - t0
+                    self.memory.record("training")
                     if evaluate:
                         done = self._evaluate(state, eval_sets, steps_per_epoch) or done
-                    checkpoints.save(acc, self.ckpt_dir, step, {**state, "scheduler": self.scheduler.state_dict()},
-                                     cfg.keep_checkpoints)
+                    with self.memory.phase("checkpoint"):
+                        checkpoints.save(acc, self.ckpt_dir, step, {**state, "scheduler": self.scheduler.state_dict()},
+                                         cfg.keep_checkpoints)
                     self.model.train()
                     t0 = time.perf_counter()
                     self._since_log = [0, t0]
+                    self.memory.reset_peak()
                 if done:
                     break
             else:
                 state["train_seconds"] += time.perf_counter() - t0
+                self.memory.record("training")
                 state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
         bar.close()
 
@@ -280,7 +290,7 @@ class Trainer:
 
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:
         """The best weights back in the model, validation (and test) scored, predictions, model and metrics written."""
-        acc, out, best = self.accelerator, self.output_dir, self.ckpt_dir / "best"
+        acc, best = self.accelerator, self.ckpt_dir / "best"
         last = self._last_eval
         if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
             metrics, predictions = dict(last[1]), dict(last[2])
@@ -295,7 +305,12 @@ class Trainer:
             metrics.update(test_metrics)
             predictions.update(test_predictions)
             eval_sets = {**eval_sets, **test_set}
-        seconds = state["train_seconds"]
+        self.memory.reset_peak()
+        return self._save_run(state, eval_sets, metrics, predictions)
+
+    def _save_run(self, state, eval_sets, metrics, predictions) -> dict:
+        """Predictions, the best model, metrics.json (with the peak memory of every phase) and the report."""
+        acc, out, best, seconds = self.accelerator, self.output_dir, self.ckpt_dir / "best", state["train_seconds"]
         result = {"name": self.cfg.name, "task": self.cfg.task, "main_metric": self.cfg.main_metric,
                   "best_step": state["best_step"],
                   **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
@@ -308,12 +323,25 @@ class Trainer:
             for name, preds in predictions.items():
                 self.task.write_predictions(out, name, preds, main=name == main_split)
             checkpoints.write_run_model(self.task, out, best)  # after write_predictions: QA v2 sets its threshold
+        self.memory.record("save")
+        result["memory"] = self._memory_of_every_process()
+        if acc.is_main_process:
             write_json(out / "metrics.json", result)
             write_report(out)
         if self.cfg.report_to:
             acc.end_training()
         acc.wait_for_everyone()
         return result
+
+    def _memory_of_every_process(self) -> dict:
+        """This process's peak memory per phase; with several processes each one's (`ranks`), the peak the highest."""
+        mine = self.memory.summary()
+        if self.accelerator.num_processes == 1:
+            return mine
+        from accelerate.utils import gather_object
+
+        ranks = gather_object([mine])
+        return {"peak_rss_gib": max(r["peak_rss_gib"] for r in ranks), "ranks": ranks}
 
 
 def trained_config(config: RunConfig, task) -> RunConfig:

@@ -23,12 +23,14 @@ def default_output_dir(cfg) -> str:
 def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pickle: bool = False) -> dict | None:
     """Validate the data, then train once, or once per seed of `seeds` with a summary; return the metrics (a seed
     summary with `seeds`) on the main process, None on the others."""
+    from ..memory import MemoryLog
     from ..models import resolve_model
     from ..tasks import get_task
     from . import launch
 
     t0 = time.perf_counter()
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
+    memory = MemoryLog(processes.device)
     out = Path(cfg.output_dir or launch.main_value(processes, default_output_dir(cfg)))  # one name for all
     if resume and not out.is_dir():
         raise BertkitError(f"--resume: {out} does not exist")
@@ -38,14 +40,15 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     task = get_task(cfg.task).resolve(cfg.task_options)
     resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     # Everything the user gave is read and validated before the run folder is created.
-    train, evals, label_names = task.load_data(cfg)
-    test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
+    with memory.phase("load"):
+        train, evals, label_names = task.load_data(cfg)
+        test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
     log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
     options = task.prepare_options(cfg.task_options, train, label_names, log)
     cfg = cfg.replace("the run", output_dir=str(out)) if options == cfg.task_options else \
         cfg.replace("the run", output_dir=str(out), **vars(options))
     if not seeds:
-        result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle)
+        result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle, memory)
         if not launch.is_main_process():
             return None
         print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
@@ -59,7 +62,7 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
             results[seed] = json.loads(done.read_text())
             continue
         again = resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
-        results[seed] = train_one(task, seed_cfg, train, evals, test, label_names, again, allow_pickle)
+        results[seed] = train_one(task, seed_cfg, train, evals, test, label_names, again, allow_pickle, memory)
     if not launch.is_main_process():
         return None
     from ..report import write_seed_report
@@ -74,18 +77,23 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     return summary
 
 
-def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False,
-              allow_pickle: bool = False) -> dict:
+def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False, allow_pickle: bool = False,
+              memory=None) -> dict:
     from ..utils import set_seed
     from . import Trainer, launch
 
     set_seed(cfg.seed)  # before the new head is initialised
+    if memory is not None:
+        memory.reset_peak()
     task = task_class.from_config(cfg, label_names, allow_pickle=allow_pickle)
-    result = Trainer(task, cfg, resume=resume).fit(train, evals, test)
+    if memory is not None:
+        memory.record("load")
+    trainer = Trainer(task, cfg, resume=resume, memory=memory)
+    result = trainer.fit(train, evals, test)
     t = result["train"]
     if launch.is_main_process():
         print(f"seed {cfg.seed}: trained {t['steps']} steps in {t['train_seconds']} s ({t['examples_per_s']} "
-              f"examples/s, {t['precision']})")
+              f"examples/s, {t['precision']}); {trainer.memory.line()}")
     return result
 
 
