@@ -12,8 +12,7 @@ import pytest
 
 from bertkit.cli import main
 
-from .conftest import REPO, sentence, write_sst2
-from .test_heads import write_sts
+from .conftest import REPO, sentence, write_sst2, write_sts
 
 FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--epochs", "1", "--warmup-ratio", "0.1"]
 
@@ -78,17 +77,18 @@ def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
 def test_glue_resumes_task_by_task(tiny_bert, tmp_path):
     """Killed during STS-B, after CoLA finished: --resume leaves CoLA as it is, continues STS-B from its checkpoint."""
     env = {**os.environ, "BERTKIT_DATA_DIR": str(write_glue(tmp_path / "data")), "PYTHONPATH": str(REPO),
-           "BERTKIT_FAULT": "step:6", "TOKENIZERS_PARALLELISM": "false"}
+           "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "glue"
     # CoLA: 64 / 16 = 4 steps; STS-B: 128 / 16 = 8 steps, checkpoints every 2, killed after step 6 (before its save)
-    args = [sys.executable, "-m", "bertkit.cli", "finetune", "glue", "--model", str(tiny_bert), *FAST, "--tasks",
-            "cola,stsb", "--save-every", "2", "--output-dir", str(out)]
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode != 0 and (out / "cola" / "metrics.json").is_file(), proc.stderr[-2000:]
+    args = ["finetune", "glue", "--model", str(tiny_bert), *FAST, "--tasks", "cola,stsb", "--save-every", "2",
+            "--output-dir", str(out)]
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "faults.py"), "step:6", *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9 and (out / "cola" / "metrics.json").is_file(), proc.stderr[-2000:]  # SIGKILL
     assert not (out / "stsb" / "metrics.json").exists() and (out / "stsb" / "checkpoints" / "step-0000004").is_dir()
     cola_before = (out / "cola" / "metrics.json").stat().st_mtime_ns
-    del env["BERTKIT_FAULT"]
-    proc = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *args, "--resume"], env=env, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "glue: cola: finished before, not run again" in proc.stdout and "glue: stsb: resuming" in proc.stdout
     assert "resumed from" in proc.stderr and "step-0000004" in proc.stderr
