@@ -1,7 +1,6 @@
 """Sentence-pair tasks (MNLI, RTE, MRPC): loaders, segment ids, multi-seed summaries, pair prediction."""
 
 import json
-import random
 
 import numpy as np
 import pytest
@@ -12,10 +11,7 @@ from bertkit.config import load_recipe
 from bertkit.data import load_classification_data
 from bertkit.errors import DataError
 
-from .conftest import FILLER, NEGATIVE, POSITIVE, SHARED_DATA
-
-MNLI_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
-               "sentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+from .conftest import MNLI_HEADER, SHARED_DATA, write_rte
 
 
 def mnli_files(d):
@@ -97,21 +93,6 @@ def test_pair_encoding_segment_ids_and_longest_first_truncation(tiny_bert):
     assert len(tokens) == 12 and tokens[-3:] == ["yes", "no", "[SEP]"]  # the longer text was cut
 
 
-def write_rte(d, n_train=256, n_dev=48, seed=0):
-    """Entailment decided by a sentiment word in the hypothesis: learnable by the tiny model."""
-    rng = random.Random(seed)
-    d.mkdir(parents=True, exist_ok=True)
-    for name, n in (("train.tsv", n_train), ("dev.tsv", n_dev)):
-        rows = ["index\tsentence1\tsentence2\tlabel"]
-        for i in range(n):
-            label = i % 2
-            premise = " ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 10)))
-            hyp = " ".join([rng.choice(FILLER), rng.choice(NEGATIVE if label else POSITIVE), rng.choice(FILLER)])
-            rows.append(f"{i}\t{premise}\t{hyp}\t{['entailment', 'not_entailment'][label]}")
-        (d / name).write_text("\n".join(rows) + "\n")
-    return d
-
-
 def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     data = write_rte(tmp_path / "rte")
     out = tmp_path / "runs"
@@ -122,6 +103,7 @@ def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     per_seed = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["dev"]["accuracy"] for s in (13, 42)]
     m = summary["metrics"]["dev/accuracy"]
     assert summary["seeds"] == [13, 42] and m["values"] == per_seed
+    assert (summary["name"], summary["task"]) == ("rte", "sequence-classification")
     assert m["mean"] == pytest.approx(np.mean(per_seed)) and m["std"] == pytest.approx(np.std(per_seed, ddof=1))
     assert max(per_seed) >= 0.75  # at least one seed learns the task (tiny sets vary by seed, as RTE does)
     assert "dev/accuracy" in capsys.readouterr().out
