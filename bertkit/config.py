@@ -60,6 +60,19 @@ class Compute:
                                       "(faster backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
     keep_heap: bool = option(True, "bf16 CPU training (Linux, glibc): keep freed memory in the heap between steps, "
                                    "not unmapped and faulted in again; peak memory can grow; see bertkit/cpu/heap.py.")
+    gradient_checkpointing: bool = option(False, "Keep only each transformer layer's input for the backward pass and "
+                                                 "compute the rest again (transformers' own, non-reentrant): less "
+                                                 "memory, about a third more compute.")
+    memory_budget: str | None = option(None, "Fit the run in this much memory (e.g. 8GB: resident memory on a CPU, "
+                                             "GPU memory on a GPU): micro-batch, gradient accumulation and "
+                                             "checkpointing are chosen from a short measured probe, keeping the "
+                                             "effective batch; a run that cannot fit stops before training.")
+
+    def validate(self, source: str) -> None:
+        if self.memory_budget is not None:
+            from .training.budget import parse_size
+
+            parse_size(self.memory_budget, source)
 
 
 @dataclass(frozen=True)

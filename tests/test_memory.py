@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from bertkit.memory import MemoryLog, peak_rss_gib, reset_peak, rss_gib
 
@@ -48,3 +49,44 @@ def test_every_run_records_its_peak_memory_per_phase(tiny_bert, sst2_dir, tmp_pa
     assert memory["peak_rss_gib"] == max(p["peak_rss_gib"] for p in memory["phases"].values())
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Memory" in report and "| training |" in report
+
+
+def test_memory_sizes_parse_and_bad_ones_are_refused():
+    from bertkit.errors import BertkitError
+    from bertkit.training.budget import divisors, parse_size
+
+    assert parse_size("8GB") == parse_size("8 GiB") == parse_size("8") == 8 * 2**30
+    assert parse_size("512MB") == 2**29 and parse_size("1.5G") == 3 * 2**29
+    with pytest.raises(BertkitError, match="'lots' is not a memory size"):
+        parse_size("lots")
+    assert divisors(32) == [1, 2, 4, 8, 16, 32]
+
+
+def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_before_training(tiny_bert, sst2_dir,
+                                                                                             tmp_path, capsys):
+    from bertkit.cli import main
+
+    args = ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+            "--batch-size", "8", "--grad-accum", "2", "--max-steps", "4", "--max-length", "32"]
+    assert main([*args, "--memory-budget", "16GB", "--output-dir", str(tmp_path / "fits")]) == 0
+    plan = json.loads((tmp_path / "fits" / "metrics.json").read_text())["memory"]["budget_plan"]
+    assert plan["micro_batch"] * plan["grad_accum"] == 16 and plan["micro_batch"] == 16  # all of it fits
+    assert plan["measured_gib"]["16"] < 16
+    assert "batch_size: 16\ngrad_accum: 1\n" in (tmp_path / "fits" / "config.yaml").read_text()
+    assert "memory budget 16GB: micro-batch 16 × accumulation 1" in capsys.readouterr().err
+    assert main([*args, "--memory-budget", "100MB", "--output-dir", str(tmp_path / "too-small")]) == 2
+    err = capsys.readouterr().err
+    assert "--memory-budget 100MB: the run does not fit; the smallest configuration (micro-batch 1 with gradient " \
+           "checkpointing) measured" in err
+    assert not (tmp_path / "too-small").exists()
+
+
+def test_gradient_checkpointing_trains_to_the_same_weights(tiny_bert, sst2_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    plain, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "plain", epochs=1))
+    checkpointed, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "ckpt", epochs=1, gradient_checkpointing=True))
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in checkpointed.model.modules())  # undone
+    a, b = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("plain", "ckpt"))
+    for k in a:  # the same dropout masks recomputed (the random state is kept), the same arithmetic up to rounding
+        assert torch.allclose(a[k], b[k], atol=1e-5), k

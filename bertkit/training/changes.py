@@ -12,7 +12,8 @@ What it changes, in this order (the order fixes which random numbers each one dr
 2. `freeze_word_embeddings`: the word-piece embedding matrix gets `requires_grad=False` (undone: True again);
 3. `dropout` / `attention_dropout`: training-time rates on the model's `nn.Dropout` modules; model.config is not
    changed, so saved files keep the checkpoint's rates (undone: the old rates);
-4. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
+4. `gradient_checkpointing`: transformers' own, non-reentrant (undone: off again);
+5. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
    while training, the kept heap in bf16), each checked to have taken effect and undone by its own code.
 Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention); the
 wrapper accelerate puts on `forward` for mixed precision is taken off by accelerate itself (`unwrap_model` with
@@ -61,6 +62,24 @@ def reset_dropout(model: nn.Module, old: dict[str, float]) -> None:
         model.get_submodule(name).p = p
 
 
+def enable_checkpointing(model) -> None:
+    """transformers' activation (gradient) checkpointing, non-reentrant (the random state is kept for the recomputed
+    dropout masks); `activation_checkpointing_enable` from transformers 5.x where it exists, its older name before."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise BertkitError(f"{type(model).__name__} does not support gradient checkpointing")
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def disable_checkpointing(model) -> None:
+    if hasattr(model, "activation_checkpointing_disable"):
+        model.activation_checkpointing_disable()
+    else:
+        model.gradient_checkpointing_disable()
+
+
 @contextmanager
 def model_changes(model, cfg, cpu: bool = False, precision: str = "fp32", log=print):
     """Apply the changes `cfg` asks for to `model` (module docstring); yield the names of those that took effect;
@@ -80,6 +99,10 @@ def model_changes(model, cfg, cpu: bool = False, precision: str = "fp32", log=pr
         undo.callback(reset_dropout, model, old)
         if old:
             applied.append("dropout")
+        if cfg.compute.gradient_checkpointing:
+            enable_checkpointing(model)
+            undo.callback(disable_checkpointing, model)
+            applied.append("gradient_checkpointing")
         if cpu:
             from ..cpu import cpu_speedups
 

@@ -126,6 +126,13 @@ class Trainer:
             eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
         if acc.device.type == "cuda":
             self.task.pad_to_multiple_of(8)
+        cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
+        self.budget_plan = None
+        if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
+            from .budget import plan
+
+            self.cfg, self.budget_plan = plan(self.task, cfg, features, self.precision, cpu, self.log)
+            cfg = self.cfg
         self._n_train = len(train)
         loader, self._order = train_loader(features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
                                            acc.device)
@@ -137,7 +144,6 @@ class Trainer:
         self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         forward = self.task.model.__dict__.get("forward")  # none: the class's (`prepare` may set one)
-        cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
         try:
             with model_changes(self.task.model, cfg, cpu, self.precision, self.log) as applied:
                 state = self._start(total_steps, loader)
@@ -325,6 +331,8 @@ class Trainer:
             checkpoints.write_run_model(self.task, out, best)  # after write_predictions: QA v2 sets its threshold
         self.memory.record("save")
         result["memory"] = self._memory_of_every_process()
+        if self.budget_plan is not None:
+            result["memory"]["budget_plan"] = self.budget_plan
         if acc.is_main_process:
             write_json(out / "metrics.json", result)
             write_report(out)
