@@ -30,6 +30,7 @@ def test_run_folder_is_complete(run_dir):
     assert not [n for n in names if n.startswith(".")]  # no temporary leftovers
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["dev"]["accuracy"] >= 0.75 and metrics["train"]["steps"] == 32
+    assert (metrics["name"], metrics["task"]) == ("sst2", "sequence-classification")
     evals = [json.loads(line) for line in (run_dir / "eval_metrics.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals] == [16, 32]  # every epoch
     assert json.loads((run_dir / "versions.json").read_text())["torch"].startswith("2.")
@@ -60,14 +61,15 @@ def test_plain_transformers_loads_the_run_folder_without_bertkit(run_dir):
 
 
 def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
-    assert main(["evaluate", "--model", str(run_dir), "--task", "sst2", "--data-dir", str(sst2_dir)]) == 0
+    assert main(["evaluate", "--model", str(run_dir), "--recipe", "sst2", "--data-dir", str(sst2_dir)]) == 0
     evaluated = json.loads((run_dir / "eval_sst2_dev.json").read_text())
     out = tmp_path / "pred.jsonl"
     assert main(["predict", "--model", str(run_dir), "--input", str(sst2_dir / "dev.tsv"), "--output", str(out),
                  "--probs"]) == 0
     preds = [json.loads(line) for line in out.read_text().splitlines()]
     gold = [line.rsplit("\t", 1)[1] for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
-    accuracy = sum(p["label"] == ("positive" if g == "1" else "negative") for p, g in zip(preds, gold)) / len(gold)
+    right = [p["label"] == ("positive" if g == "1" else "negative") for p, g in zip(preds, gold, strict=True)]
+    accuracy = sum(right) / len(gold)
     assert accuracy == evaluated["accuracy"] and len(preds) == evaluated["examples"] == 64
     assert set(preds[0]) == {"text", "label", "score", "probabilities"}
 
@@ -120,6 +122,7 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
     (["finetune", "sst2", "--precision", "fp16", "--model", "{tiny}", "--data-dir", "{data}"], "fp16 needs a GPU"),
     (["predict", "--model", "{run}", "--input", "{missing}"], "file not found"),
     (["evaluate", "--model", "{run}", "--task", "sst2", "--split", "train2"], "split 'train2' not known"),
+    (["evaluate", "--model", "{run}", "--recipe", "squad"], "recipe squad is a question-answering recipe"),
 ])
 def test_user_errors_are_one_clear_line(args, expected, run_dir, tiny_bert, sst2_dir, tmp_path, capsys):
     fill = {"run": str(run_dir), "tiny": str(tiny_bert), "data": str(sst2_dir), "missing": str(tmp_path / "x.txt")}
