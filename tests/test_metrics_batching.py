@@ -41,7 +41,9 @@ def test_sorted_batches_cover_everything_longest_first():
     assert [i for b in batches for i in b] == [1, 3, 4, 0, 2]
 
 
-def test_every_built_in_metric_name_is_known_to_the_config_check():
+def test_every_built_in_metric_name_is_known_to_the_config_check(tmp_path):
+    """Each table of built-in metrics is what the config check accepts for the task (and head) that computes it."""
+    from bertkit.config import run_config
     from bertkit.metrics import (
         BUILTIN,
         MULTI_LABEL_BUILTIN,
@@ -50,10 +52,22 @@ def test_every_built_in_metric_name_is_known_to_the_config_check():
         SQUAD_BUILTIN,
         SQUAD_V2_BUILTIN,
     )
-    from bertkit.validation import BUILTIN_METRICS
+    from bertkit.tasks import get_task
 
-    tables = (BUILTIN, MULTI_LABEL_BUILTIN, NER_BUILTIN, REGRESSION_BUILTIN, SQUAD_BUILTIN, SQUAD_V2_BUILTIN)
-    assert BUILTIN_METRICS == {name for table in tables for name in table}
+    owners = [("sequence-classification", {}, BUILTIN),
+              ("sequence-classification", {"problem_type": "regression"}, REGRESSION_BUILTIN),
+              ("sequence-classification", {"problem_type": "multi_label_classification"}, MULTI_LABEL_BUILTIN),
+              ("token-classification", {}, NER_BUILTIN), ("question-answering", {}, SQUAD_BUILTIN),
+              ("question-answering", {"allow_no_answer": True}, SQUAD_V2_BUILTIN),
+              ("multiple-choice", {}, {"accuracy": BUILTIN["accuracy"]})]
+    for task, options, table in owners:
+        cfg = run_config(task=task, **options)
+        assert get_task(task).metrics_for(cfg.task_options)[0] == table, (task, options)
+        for name in table:
+            assert run_config(task=task, metrics=[name], **options).metrics == [name]
+    script = tmp_path / "my_metric.py"  # a local metric script: accepted by its path, never looked up online
+    script.write_text("")
+    assert run_config(metrics=["accuracy", str(script)]).metrics == ["accuracy", str(script)]
 
 
 def test_an_unknown_metric_name_in_a_recipe_is_refused_without_touching_the_network(tmp_path, monkeypatch, capsys):
@@ -80,5 +94,6 @@ def test_an_unknown_metric_name_in_a_recipe_is_refused_without_touching_the_netw
     path.write_text(yaml.safe_dump(recipe))
     assert main(["finetune", str(path), "--output-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: 'metrics': 'bleu' is not a built-in metric" in err and "--allow-hub-metrics" in err
+    assert f"{path}: metric 'bleu' is not one of the sequence-classification task's (accuracy, f1, mcc) nor a local " \
+           "metric script" in err
     assert attempts == [] and not (tmp_path / "run").exists()
