@@ -209,6 +209,9 @@ def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[di
     """One layer of settings (a recipe, a model override, the command line) → (run fields, {group: fields}, task
     options), each checked against its dataclass. Groups and task options are nested mappings (`hub:`, `compute:`,
     `task_options:`), or flat keys where `flat_options` (flags, model overrides)."""
+    for key in (*NESTED, "task_options"):
+        if values.get(key) is not None and not isinstance(values[key], dict):
+            raise BertkitError(f"{source}: '{key}' must be a mapping of its fields, got {values[key]!r}")
     generic = {}
     groups = {g: dict(values.get(g) or {}) for g in NESTED}
     options = dict(values.get("task_options") or {})
