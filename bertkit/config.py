@@ -214,8 +214,8 @@ def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[di
             raise BertkitError(f"{source}: '{key}' must be a mapping of its fields, got {values[key]!r}")
     generic = {}
     groups = {g: dict(values.get(g) or {}) for g in NESTED}
-    options = dict(values.get("task_options") or {})
     names = option_names(task.Options)
+    options = {names.get(k, k): v for k, v in (values.get("task_options") or {}).items()}  # 0.2 names too
     for key, value in values.items():
         if key in (*NESTED, "task_options"):
             continue
