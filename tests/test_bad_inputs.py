@@ -83,6 +83,12 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("recipe_not_mapping.yaml", RECIPE, "must be a mapping"),
     ("recipe_bad_yaml.yaml", RECIPE, "not valid YAML"),
     ("recipe_bad_choice.yaml", RECIPE, "'precision' must be one of"),
+    ("recipe_flat_compute_key.yaml", RECIPE, "recipe_flat_compute_key.yaml: 'precision' belongs under compute: (a "
+                                             "mapping)"),
+    ("recipe_flat_task_option.yaml", RECIPE, "recipe_flat_task_option.yaml: 'ner_context' is an option of the "
+                                             "token-classification task: put it under task_options:"),
+    ("recipe_group_not_mapping.yaml", RECIPE, "recipe_group_not_mapping.yaml: 'compute' must be a mapping of its "
+                                              "fields, got 'fp32'"),
 ]
 OTHER = [  # inputs that are not files of the corpus
     (EXTRACT[:-3] + ["--layers", "1-9", "--input", str(GOOD / "sentences.txt")], "layer 9 does not exist"),
@@ -90,7 +96,7 @@ OTHER = [  # inputs that are not files of the corpus
     (SST2 + [str(GOOD / "missing.tsv")], "missing.tsv: file not found"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
     (["finetune", "qnli", "--model", "{tiny}", "--data-dir", str(GOOD), "--output-dir", "{out}"],
-     "train.tsv: file not found (the training file); task 'qnli' has only dev.tsv here. To train and measure on a "
+     "train.tsv: file not found (the training file); 'qnli' has only dev.tsv here. To train and measure on a "
      "split carved from it, add --carve-eval 20"),
     (SST2 + [str(GOOD / "dev.tsv"), "--class-weights", "1,2,3"], "class_weights has 3 values but there are 2 labels"),
     (SST2 + [str(GOOD / "dev.tsv"), "--problem-type", "regression"], "metric 'accuracy' is for single_label"),
