@@ -342,8 +342,9 @@ def recipe_fingerprint(recipe: str, model: Path, root: Path) -> dict:
                  "--output-dir", str(out), *PARITY_RECIPES[recipe]])
     assert code == 0, recipe
     metrics = json.loads((out / "metrics.json").read_text())
-    splits = {s: {k: v for k, v in m.items() if isinstance(v, (int, float))} for s, m in metrics.items()
-              if isinstance(m, dict) and s not in ("train", "data")}
+    from bertkit.report import eval_splits
+
+    splits = {s: {k: v for k, v in metrics[s].items() if isinstance(v, (int, float))} for s in eval_splits(metrics)}
     loss = [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()][-1]
     return {"metrics": splits, "last_loss": loss, "steps": metrics["train"]["steps"]}
 
