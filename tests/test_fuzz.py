@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertkit.config import FinetuneConfig, apply
+from bertkit.config import resolve, run_config
 from bertkit.data import read_classification_file, read_rows
 from bertkit.data.conll import read_conll_file
 from bertkit.data.squad import read_squad_file
@@ -87,13 +87,25 @@ def test_layer_specs(spec, layers):
     assert chosen and all(0 <= i <= layers for i in chosen)
 
 
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+VALUES = SCALARS | st.lists(st.integers() | st.text(max_size=4), max_size=3) | st.dictionaries(
+    st.sampled_from(["precision", "dataset", "splits", "text_column", "context", "window_overlap", "nope"]), SCALARS,
+    max_size=3)
+# run fields, flat group and task-option keys, the nested groups, a 0.2 name, the task itself, and an unknown key
+KEYS = st.sampled_from(["lr", "batch_size", "epochs", "eval_every", "precision", "hub_splits", "metrics", "max_steps",
+                        "text_column", "class_weights", "ner_context", "window_overlap", "compute", "hub",
+                        "task_options", "task", "nope"])
+
+
 @FUZZ
-@given(values=st.dictionaries(st.sampled_from(["lr", "batch_size", "epochs", "seeds", "eval_every", "precision",
-                                               "metrics", "resume", "max_steps", "nope"]),
-                              st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
-                              | st.lists(st.integers() | st.text(max_size=4), max_size=3), max_size=4))
+@given(values=st.dictionaries(KEYS, VALUES, max_size=4))
 def test_recipe_values(values):
+    for flat in (True, False):  # flat keys (command line, model overrides) and a recipe file's layout
+        try:
+            resolve([(values, "fuzz", flat)])
+        except BertkitError:
+            pass
     try:
-        apply(FinetuneConfig(), values, "fuzz")
+        run_config(lr=1e-3).replace(**{k: v for k, v in values.items() if k != "task"})
     except BertkitError:
         pass
