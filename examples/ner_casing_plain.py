@@ -1,4 +1,4 @@
-"""Use a `--ner-casing` checkpoint from plain transformers (no bertkit model code), and see what the casing ids
+"""Use a `--casing` checkpoint from plain transformers (no bertkit model code), and see what the casing ids
 are worth: entity F1 on a CoNLL file with `bertkit.casing_type_ids` as the token type ids, and without them (all
 0, what plain transformers passes by default: every word read as lower case).
 

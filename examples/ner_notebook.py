@@ -1,4 +1,4 @@
-"""Notebook-style example: named-entity recognition on CoNLL-2003 with a token-classification adapter.
+"""Notebook-style example: named-entity recognition on CoNLL-2003 with the token-classification task.
 
 Run as a script (`python examples/ner_notebook.py`) or paste the cells into a notebook. Knobs (used by the test
 that runs this file on a tiny model): BERTKIT_EXAMPLE_MODEL (default `minilm-l6`), BERTKIT_EXAMPLE_DATA (a folder
@@ -25,14 +25,13 @@ valid = read_conll_file(data_dir / "valid.txt", max_samples=500)
 labels = label_names_for(train["tags"])  # O, B-LOC, I-LOC, ... (a stable, documented order)
 print(len(train["tokens"]), "training sentences; labels:", labels)
 
-# %% The adapter: BERT + a linear tagger on the first word piece of every word
+# %% The task: BERT + a linear tagger on the first word piece of every word
 ner = bertkit.TokenClassification.from_pretrained(model_name, label_names=labels)
 
 # %% Train; entity-level precision / recall / F1 as conlleval counts them
-cfg = bertkit.FinetuneConfig(task="conll2003", adapter="token-classification", output_dir=out_dir,
-                             epochs=float(env("BERTKIT_EXAMPLE_EPOCHS", "1")),
-                             lr=float(env("BERTKIT_EXAMPLE_LR", "5e-5")),
-                             metrics=["precision", "recall", "f1"], main_metric="f1")
+cfg = bertkit.run_config(task="token-classification", name="conll2003", output_dir=out_dir,
+                         epochs=float(env("BERTKIT_EXAMPLE_EPOCHS", "1")), lr=float(env("BERTKIT_EXAMPLE_LR", "5e-5")),
+                         metrics=["precision", "recall", "f1"], main_metric="f1")
 metrics = bertkit.Trainer(ner, cfg).fit({"tokens": train["tokens"], "tags": train["tags"]},
                                         {"valid": {"tokens": valid["tokens"], "tags": valid["tags"]}})
 print("valid entity F1:", round(metrics["valid"]["f1"], 4))

@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import transformers
+
 import bertkit
 
 model_name = os.environ.get("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
@@ -33,11 +35,12 @@ train = read_tsv(data_dir / "train.tsv", n_train)
 dev = read_tsv(data_dir / "dev.tsv")
 print(f"{len(train['text'])} training and {len(dev['text'])} dev sentences")
 
-# %% The adapter: a pretrained BERT with a new classification head on [CLS]
+# %% The task: a pretrained BERT with a new classification head on [CLS] (seeded: a reproducible start)
+transformers.set_seed(42)
 clf = bertkit.SequenceClassification.from_pretrained(model_name, label_names=["negative", "positive"])
 
-# %% Train with the accelerate-based trainer (config fields are the recipe's; see recipes/sst2.yaml)
-cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out_dir, epochs=epochs, lr=lr)
+# %% Train with the accelerate-based trainer (the run's settings as flat keywords; see `bertkit finetune --help`)
+cfg = bertkit.run_config(name="sst2", output_dir=out_dir, epochs=epochs, lr=lr)
 metrics = bertkit.Trainer(clf, cfg).fit(train, {"dev": dev})
 print("dev accuracy:", round(metrics["dev"]["accuracy"], 4))
 
@@ -45,7 +48,6 @@ print("dev accuracy:", round(metrics["dev"]["accuracy"], 4))
 for p in clf.predict(["a gripping , funny and moving film", "a dull , lifeless mess"], with_probs=True):
     print(p)
 
-# %% The run folder is a plain Hugging Face checkpoint
-from transformers import AutoModelForSequenceClassification  # noqa: E402
-
-print(AutoModelForSequenceClassification.from_pretrained(out_dir).config.id2label)
+# %% The run folder is a plain Hugging Face checkpoint: bertkit loads it back as its task, transformers as a model
+print(bertkit.load_task(out_dir).predict(["a gripping , funny and moving film"]))
+print(transformers.AutoModelForSequenceClassification.from_pretrained(out_dir).config.id2label)
