@@ -1,8 +1,8 @@
 """`make quickstart`: the main job on a fresh clone, one epoch of the packaged MiniLM on SST-2, wherever it was cloned.
 
 Where the data comes from:
-- local files (`$BERTKIT_DATA_DIR/sst2/train.tsv` and `dev.tsv`; the Makefile sets BERTKIT_DATA_DIR to a `data`
-  folder beside the clone's parent when there is one): used offline, no network call;
+- local files (`$BERTKIT_DATA_DIR/sst2/train.tsv` and `dev.tsv`; the Makefile sets BERTKIT_DATA_DIR when a data
+  folder sits in a sibling folder of the clone): used offline, no network call;
 - else, when the Hugging Face hub answers: the hub's GLUE SST-2 (`nyu-mll/glue`, config `sst2`), said so first;
 - else: a message saying how to point at data, exit code 2.
 
