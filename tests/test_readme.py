@@ -3,6 +3,8 @@ block with an HTML comment: `<!-- tested: cli -->`, `<!-- tested: notebook -->`,
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import shlex
@@ -50,7 +52,15 @@ def test_cli_quickstart(workspace):
             command += " --lr 1e-2 --precision fp32"
         proc = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, (line, proc.stderr[-3000:])
-    assert (root / "runs" / "sst2" / "model.safetensors").is_file()
+        if line.startswith("echo"):
+            (answer,) = [json.loads(x) for x in proc.stdout.splitlines()]
+            assert answer["text"] == "a gripping, funny film" and answer["label"] in ("negative", "positive")
+    run = root / "runs" / "sst2"
+    assert (run / "model.safetensors").is_file() and (run / "config.yaml").is_file()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert (metrics["name"], metrics["task"]) == ("sst2", "sequence-classification")
+    evaluated = json.loads((run / "eval_sst2_dev.json").read_text())  # `bertkit evaluate`: the run's own score
+    assert evaluated["accuracy"] == metrics["dev"]["accuracy"] and evaluated["examples"] == 32
 
 
 def run_python(code: str, root, env) -> str:
@@ -63,8 +73,13 @@ def run_python(code: str, root, env) -> str:
 def test_notebook_quickstart(workspace):
     root, env, model = workspace
     code = tiny(snippets()["notebook"], model).replace('"epochs": 1', '"epochs": 3, "lr": 1e-2, "precision": "fp32"')
-    out = run_python(code, root, env)
-    assert "'label':" in out and (root / "runs" / "notebook" / "model.safetensors").is_file()
+    out = run_python(code, root, env).splitlines()
+    metrics = json.loads((root / "runs" / "notebook" / "metrics.json").read_text())
+    assert float(out[-2]) == metrics["dev"]["accuracy"] and metrics["name"] == "sst2"  # the accuracy the run recorded
+    predictions = ast.literal_eval(out[-1])
+    assert [set(p) for p in predictions] == [{"label", "score", "probabilities"}] * 2
+    assert all(p["score"] == max(p["probabilities"].values()) for p in predictions)
+    assert (root / "runs" / "notebook" / "model.safetensors").is_file()
 
 
 def test_extraction_quickstart(workspace):
@@ -75,5 +90,6 @@ def test_extraction_quickstart(workspace):
             command = line.replace("bertkit ", f"{shlex.quote(sys.executable)} -m bertkit ")
             proc = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, (line, proc.stderr[-3000:])
-    out = run_python(tiny(snippets()["extract_notebook"], model), root, env)
-    assert out.strip()
+    out = run_python(tiny(snippets()["extract_notebook"], model), root, env).splitlines()
+    assert out[-2] == "[(3, 128), (2, 128)]"  # one row per word, 4 layers × 32 concatenated
+    assert out[-1] == "['The', 'cat', 'sat', 'on', 'the', 'mat', '.'] (7, 128)"  # sentences.txt's first line
