@@ -2,11 +2,13 @@
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
 from bertkit.cli import reference
-from bertkit.config import FLAG_GROUPS, FinetuneConfig
+from bertkit.commands.finetune import FLAG_GROUPS, NOT_FLAGS, REFERENCE_RECIPES
+from bertkit.config import Compute, HubSource, RunConfig
 
 from .conftest import REPO
 
@@ -34,9 +36,29 @@ def test_python_dash_m_bertkit():
     assert proc.returncode == 0 and proc.stdout.startswith("bertkit ")
 
 
+def finetune_groups() -> dict[str, set[str]]:
+    """{group title: the destinations of its flags} of `bertkit finetune`'s parser (no recipe: no task options)."""
+    import argparse
+
+    from bertkit.cli import build_parser
+
+    parser = build_parser(["finetune"])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["finetune"]
+    return {g.title: {a.dest for a in g._group_actions} for g in sub._action_groups}
+
+
 def test_every_finetune_field_is_in_exactly_one_help_group():
+    """Every run field is a flag in one group, except the task type and the nested groups (hub and compute: flags
+    of their own groups; task_options: the task's own flags)."""
     grouped = [name for names in FLAG_GROUPS.values() for name in names]
-    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(FinetuneConfig))
+    assert sorted(grouped + list(NOT_FLAGS)) == sorted(f.name for f in dataclasses.fields(RunConfig))
+    assert len(set(grouped)) == len(grouped) and not set(grouped) & set(NOT_FLAGS)
+    groups = finetune_groups()
+    assert all(groups[title] == set(names) for title, names in FLAG_GROUPS.items())
+    hub = next(dests for dests in groups.values() if "hub_dataset" in dests)
+    compute = next(dests for dests in groups.values() if "precision" in dests)
+    assert hub == {f"hub_{f.name}" for f in dataclasses.fields(HubSource)}
+    assert compute == {f.name for f in dataclasses.fields(Compute)}
 
 
 def test_finetune_help_lists_flags_by_concern():
@@ -45,6 +67,24 @@ def test_finetune_help_lists_flags_by_concern():
     positions = [section.index(f"\n{title}:\n") for title in FLAG_GROUPS]
     assert positions == sorted(positions)
     assert section.index("\n  --lr X") > section.index("\noptimisation:\n") > section.index("\n  --data-dir X")
+
+
+def test_the_reference_shows_each_built_in_tasks_options():
+    """`finetune` without a recipe has no task options; the reference adds each built-in task's, from one recipe."""
+    from bertkit.config import recipe_task
+    from bertkit.tasks import task_names
+
+    text = reference()
+    plain = text[text.index("## bertkit finetune\n"):text.index("### bertkit finetune")]
+    assert "task options (" not in plain and "--text-column" not in plain
+    assert sorted(recipe_task(r) for r in REFERENCE_RECIPES) == sorted(task_names())
+    sections = {part.split("\n", 1)[0]: part for part in re.split(r"\n(?=#)", text)}  # heading line → its text
+    for recipe, own, other in (("sst2", "--doc-pooling", "--casing"), ("conll2003", "--casing", "--doc-pooling"),
+                               ("squad", "--max-question-length", "--ending-columns"),
+                               ("swag", "--ending-columns", "--max-question-length")):
+        part = sections[f"### bertkit finetune {recipe} (task options)"]
+        assert f"task options ({recipe_task(recipe)}; recipe: task_options)" in part, recipe
+        assert own in part and other not in part, recipe
 
 
 def test_the_cli_reference_in_docs_is_current():
