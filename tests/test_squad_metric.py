@@ -46,7 +46,10 @@ def test_totals_equal_the_official_evaluate_in_percent():
     module = Squad().compute(predictions=[{"id": k, "prediction_text": v} for k, v in predictions.items()],
                              references=[{"id": k, "answers": {"text": v, "answer_start": [0] * len(v)}}
                                          for k, v in references.items()])
-    assert module == pytest.approx(expected, abs=1e-12) and 0 < expected["f1"] < 100
+    assert module == pytest.approx(expected, abs=1e-12)
+    # by hand: 10 of the 15 cases match exactly; F1 is 1 for those 10 except ("", ["the"]) (0), 0.8 for the partial
+    # overlap, 2/3 for each repeated-token case, 0 for the rest
+    assert expected == pytest.approx({"exact_match": 100 * 10 / 15, "f1": 100 * (9 + 0.8 + 2 / 3 + 2 / 3) / 15})
     hooks = resolve_metrics(["exact_match", "f1"], builtins=SQUAD_BUILTIN, num_labels=2)
     preds = [{"id": "q", "prediction_text": "the answer"}]
     assert compute_metrics(hooks, preds, [{"id": "q", "answers": {"text": ["Answer"], "answer_start": [0]}}]) == {
