@@ -190,7 +190,7 @@ def test_a_span_wins_when_the_null_score_loses_and_the_null_is_the_least_confide
 
 
 def test_score_chooses_the_official_best_f1_threshold_on_the_evaluation_set(tiny_bert):
-    """Hand-made logits for three questions through the adapter: the threshold is evaluate-v2.0.py's
+    """Hand-made logits for three questions through the task: the threshold is evaluate-v2.0.py's
     best_f1_thresh, the answers are cut by it, and the metrics are the official ones on answers and null odds."""
     import datasets
 
