@@ -6,6 +6,8 @@ driver makes accelerate's state report FSDP with the plugin the FSDP_* environme
 `accelerate launch --config_file examples/accelerate/fsdp2.yaml` sets), then runs bertkit's CLI unchanged. What it
 exercises is bertkit's FSDP path: the optimizer mapped onto the sharded parameters, clipping, every process
 gathering the best model's weights, sharded checkpoints and --resume.
+
+`python tests/fsdp_cpu.py --fault step:7 ARGS` also kills each process at that point (tests/faults.py's points).
 """
 
 import sys
@@ -28,6 +30,12 @@ def _fsdp_on_cpu(self, *args, **kwargs):
 state.AcceleratorState.__init__ = _fsdp_on_cpu
 
 if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["--fault"]:  # `--fault POINT`: tests/faults.py's crash injection as well
+        import faults
+
+        faults.install(args[1])
+        args = args[2:]
     from bertkit.cli import main
 
-    sys.exit(main())
+    sys.exit(main(args))

@@ -1,6 +1,6 @@
 """Two processes on CPU (gloo), started as a launcher starts them (RANK, WORLD_SIZE, MASTER_* set), each one's exit
-code read: every adapter's evaluation on dev sets smaller than one batch, of odd size and with fewer batches than
-processes; resume after SIGKILL; a NaN loss stopping every process; FSDP (tests/fsdp_cpu.py)."""
+code read: every task's evaluation on dev sets smaller than one batch, of odd size and with fewer batches than
+processes; resume after SIGKILL (tests/faults.py); a NaN loss stopping every process; FSDP (tests/fsdp_cpu.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,10 @@ from safetensors.torch import load_file
 
 from bertkit.cli import main
 
-from .conftest import write_sst2
-from .test_ner import write_conll
-from .test_pairs import write_rte
-from .test_qa import squad_json
+from .conftest import REPO, squad_json, write_conll, write_rte, write_sst2
 
 pytestmark = pytest.mark.slow
+FAULTS = str(REPO / "tests" / "faults.py")  # `python tests/faults.py POINT ARGS`: bertkit ARGS, SIGKILLed at POINT
 EVAL_BATCH = 3  # odd dev set: 13 rows = 5 batches, the last of 1 row; small dev set: 2 rows = 1 batch < 2 processes
 
 
@@ -57,7 +55,7 @@ def ok(results) -> None:
         assert r.returncode == 0, r.stderr[-3000:]
 
 
-# --- the four adapters, each with an odd-sized and a tiny dev set -----------------------------------------------
+# --- the four tasks, each with an odd-sized and a tiny dev set --------------------------------------------------
 def sst2_data(d: Path) -> tuple[list[str], list[str]]:
     write_sst2(d, n_train=128, n_dev=15)
     rows = (d / "dev.tsv").read_text().splitlines()
@@ -150,7 +148,7 @@ def test_sigkill_mid_epoch_then_resume_equals_the_uninterrupted_two_process_run(
     data = write_sst2(tmp_path / "sst2", n_train=128, n_dev=21)
     reference, cut = tmp_path / "reference", tmp_path / "cut"
     ok(launch(finetune_args(tiny_bert, data, reference)))
-    killed = launch(finetune_args(tiny_bert, data, cut), env={"BERTKIT_FAULT": "step:7"})  # epoch 1 of 8 steps
+    killed = launch(["step:7", *finetune_args(tiny_bert, data, cut)], driver=FAULTS)  # epoch 1 of 8 steps
     assert [r.returncode for r in killed] == [-signal.SIGKILL] * 2
     assert (cut / "checkpoints" / "latest").read_text().strip() == "step-0000006"  # resumes 6 batches in
     assert not (cut / "metrics.json").exists()
@@ -182,8 +180,6 @@ def fsdp_env() -> dict:
     """The FSDP_* environment `accelerate launch --config_file examples/accelerate/fsdp2.yaml` sets."""
     import yaml
 
-    from .conftest import REPO
-
     fsdp = yaml.safe_load((REPO / "examples" / "accelerate" / "fsdp2.yaml").read_text())["fsdp_config"]
     return {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": str(fsdp["fsdp_version"]),
             "FSDP_AUTO_WRAP_POLICY": fsdp["fsdp_auto_wrap_policy"],
@@ -192,10 +188,10 @@ def fsdp_env() -> dict:
             "FSDP_RESHARD_AFTER_FORWARD": str(fsdp["fsdp_reshard_after_forward"]).lower()}
 
 
-def launch_fsdp(args: list[str], env: dict | None = None) -> list:
-    from .conftest import REPO
-
-    return launch(args, env={**fsdp_env(), **(env or {})}, driver=str(REPO / "tests" / "fsdp_cpu.py"))
+def launch_fsdp(args: list[str], env: dict | None = None, fault: str | None = None) -> list:
+    """`launch` through tests/fsdp_cpu.py (FSDP on CPU processes); `fault`: a tests/faults.py point."""
+    fault_args = ["--fault", fault] if fault else []
+    return launch([*fault_args, *args], env={**fsdp_env(), **(env or {})}, driver=str(REPO / "tests" / "fsdp_cpu.py"))
 
 
 def test_fsdp_trains_as_ddp_does_saves_plain_weights_and_resumes(tiny_bert, tmp_path):
@@ -216,7 +212,7 @@ def test_fsdp_trains_as_ddp_does_saves_plain_weights_and_resumes(tiny_bert, tmp_
     model = AutoModelForSequenceClassification.from_pretrained(fsdp / "checkpoints" / "best")
     assert model.config.id2label == {0: "negative", 1: "positive"}
     # killed mid-epoch, resumed from the sharded checkpoint: the same weights, bitwise
-    killed = launch_fsdp(finetune_args(tiny_bert, data, cut, *options), env={"BERTKIT_FAULT": "step:7"})
+    killed = launch_fsdp(finetune_args(tiny_bert, data, cut, *options), fault="step:7")
     assert [r.returncode for r in killed] == [-signal.SIGKILL] * 2
     ok(launch_fsdp(finetune_args(tiny_bert, data, cut, *options, "--resume")))
     c = load_file(cut / "model.safetensors")

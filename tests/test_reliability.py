@@ -1,4 +1,5 @@
-"""Crash-safe resume (SIGKILL at several points), NaN stops, launch checks and real 2-process data parallel."""
+"""Crash-safe resume (SIGKILL at several points, injected by tests/faults.py), NaN stops, launch checks and real
+2-process data parallel."""
 
 import json
 import os
@@ -10,12 +11,20 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from .conftest import write_sst2
+from .conftest import REPO, write_sst2
+
+FAULTS = str(REPO / "tests" / "faults.py")
 
 
-def bertkit(args, env=None, launcher=()):
+def bertkit(args, env=None, launcher=(), fault=None):
+    """`bertkit ARGS` in a subprocess (under `launcher`, e.g. torchrun); with `fault` (a tests/faults.py point such
+    as "step:13") the process SIGKILLs itself there."""
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    cmd = [*launcher, "-m", "bertkit.cli", *args] if launcher else [sys.executable, "-m", "bertkit.cli", *args]
+    if fault:
+        cmd = [sys.executable, FAULTS, fault, *args]
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    else:
+        cmd = [*launcher, "-m", "bertkit.cli", *args] if launcher else [sys.executable, "-m", "bertkit.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -50,7 +59,7 @@ def same_run(a, b):
 @pytest.mark.parametrize("point", ["step:13", "eval:16", "checkpoint:10", "pointer:15", "checkpoint:24"])
 def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, reference, tmp_path):
     out = tmp_path / "run"
-    killed = bertkit(finetune_args(tiny_bert, data, out), env={"BERTKIT_FAULT": point})
+    killed = bertkit(finetune_args(tiny_bert, data, out), fault=point)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert not (out / "metrics.json").exists()
     resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
@@ -62,7 +71,8 @@ def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, re
 
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_bert, data, reference, tmp_path):
     out = tmp_path / "run"
-    assert bertkit(finetune_args(tiny_bert, data, out), env={"BERTKIT_FAULT": "step:22"}).returncode < 0
+    killed = bertkit(finetune_args(tiny_bert, data, out), fault="step:22")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     latest = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
     assert latest.name == "step-0000020"
     weights = latest / "model.safetensors"
@@ -82,6 +92,9 @@ def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tiny_b
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+# what a launcher sets for its processes: a test that starts a launcher gives it none of these (a plain shell's)
+LAUNCHER_VARIABLES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                      "ACCELERATE_USE_CPU"}
 
 
 @pytest.mark.slow
@@ -110,20 +123,26 @@ def test_two_process_cpu_data_parallel_is_real(tiny_bert, data, tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_without_the_cpu_flag_is_stopped_with_the_right_command(tiny_bert, data, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     proc = subprocess.run([*TORCHRUN, "-m", "bertkit.cli", *finetune_args(tiny_bert, data, tmp_path / "x")],
                           capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode != 0 and "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node 2" in proc.stderr
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    assert "ACCELERATE_USE_CPU=1 torchrun --standalone --nproc_per_node 2" in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.slow
 def test_accelerate_launch_cpu_single_process_is_detected(tiny_bert, data, tmp_path):
     accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable))
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     proc = subprocess.run([accelerate, "launch", "--cpu", "--num_processes", "2", "-m", "bertkit.cli",
                            *finetune_args(tiny_bert, data, tmp_path / "x")], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode != 0 and "starts ONE process" in proc.stderr
+                          env=env, timeout=600)
+    # accelerate launch exits 1 whenever its process fails; that process's own status 2 is bertkit's user error
+    # (a crash would be 1): the launch check stopped it, with the right command, before anything was written
+    assert proc.returncode == 1 and "returned non-zero exit status 2." in proc.stderr, proc.stderr[-3000:]
+    assert "starts ONE process" in proc.stderr and "torchrun --standalone --nproc_per_node N" in proc.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_pickle_weights_need_an_explicit_opt_in(tiny_bert, data, tmp_path, capsys):
