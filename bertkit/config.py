@@ -239,12 +239,16 @@ def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[di
 def resolve(layers: list[tuple[dict, str, bool]]) -> RunConfig:
     """Layers of settings, later ones winning, → one frozen RunConfig; the config is validated after each layer
     with that layer's source named in errors. A layer is (values, source, flat keys allowed)."""
-    task_name = DEFAULT_TASK
-    for values, _, _ in layers:
-        task_name = values.get("task", task_name)
+    task_name, named_in = DEFAULT_TASK, None
+    for values, source, _ in layers:
+        if "task" in values:
+            task_name, named_in = values["task"], source
     if not isinstance(task_name, str):
-        raise BertkitError(f"'task' must be a task name, got {task_name!r}")
-    task = task_class(task_name)
+        raise BertkitError(f"{named_in}: 'task' must be a task name, got {task_name!r}")
+    try:
+        task = task_class(task_name)
+    except BertkitError as e:  # named by the layer that set it (a recipe file, an override)
+        raise BertkitError(f"{named_in}: {e}" if named_in else str(e)) from None
     generic, groups, options, cfg = {}, {g: {} for g in NESTED}, {}, None
     for values, source, flat in layers:
         g, n, o = split_layer(values, task, source, flat)

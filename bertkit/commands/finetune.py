@@ -54,7 +54,7 @@ def recipe_of(argv: list[str] | None) -> str | None:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..config import Compute, HubSource, RunConfig, recipe_names, recipe_task
+    from ..config import Compute, HubSource, RunConfig, recipe_names, recipe_path, recipe_task
     from ..errors import BertkitError
     from ..typed import add_flags
 
@@ -81,7 +81,11 @@ def register(subparsers, argv: list[str] | None = None) -> None:
         if recipe:
             from ..tasks import get_task
 
-            task = get_task(recipe_task("sst2" if recipe == "glue" else recipe))  # glue: its recipes' task
+            task_name = recipe_task("sst2" if recipe == "glue" else recipe)  # glue: its recipes' task
+            try:
+                task = get_task(task_name)
+            except BertkitError as e:  # the recipe file names a task that is not known
+                raise BertkitError(f"{recipe_path(recipe)}: {e}") from None
     except BertkitError as e:
         p.set_defaults(task_error=str(e))
     if task is not None:
