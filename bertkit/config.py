@@ -76,6 +76,27 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class Peft:
+    """Parameter-efficient fine-tuning through peft: only small added weights (and the task's head) are trained; the
+    run folder keeps the adapter (adapter/) and the merged model, a plain checkpoint (bertkit/training/lora.py)."""
+
+    method: str = option("none", "none (train every weight), lora (low-rank updates of chosen linear layers) or ia3 "
+                                 "(learned rescaling vectors); the task's head is always trained in full.",
+                         choices=["none", "lora", "ia3"], dest="peft")
+    lora_r: int = option(8, "LoRA: rank of the update matrices.")
+    lora_alpha: float = option(16, "LoRA: scale of the update (alpha / r).")
+    lora_dropout: float = option(0.1, "LoRA: dropout on the update's input.")
+    lora_target: list[str] = option([], "LoRA and IA³: names of the linear layers adapted (e.g. query,value; "
+                                        "default: peft's choice for the model family).")
+
+    def validate(self, source: str) -> None:
+        if self.lora_r <= 0 or self.lora_alpha <= 0:
+            raise BertkitError(f"{source}: 'lora_r' and 'lora_alpha' must be positive")
+        if not 0 <= self.lora_dropout < 1:
+            raise BertkitError(f"{source}: 'lora_dropout' must be in [0, 1)")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything a fine-tuning run needs. Effective batch = batch_size × grad_accum × processes."""
 
@@ -127,8 +148,9 @@ class RunConfig:
     main_metric: str = option("", "Metric that selects the best model (default: the first metric).")
     early_stopping: int | None = option(None, "Stop after N evaluations without improvement of the main metric.")
     # how it computes
-    compute: Compute = option(None, "Precision, batching and speed-ups (flags --precision, --compile, ...).",
+    compute: Compute = option(None, "Precision, batching, memory and speed-ups (flags --precision, --compile, ...).",
                               flag=False)
+    peft: Peft = option(None, "Parameter-efficient fine-tuning (flags --peft, --lora-r, ...).", flag=False)
     # where to write
     output_dir: str | None = option(None, "Run folder (default: runs/<name>-<model>-<time>).")
     save_every: int | None = option(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
@@ -191,10 +213,11 @@ def task_class(name: str):
     return get_task(name)
 
 
-NESTED = {"hub": HubSource, "compute": Compute}  # nested groups: mappings in YAML, flat keys on the command line
+NESTED = {"hub": HubSource, "compute": Compute, "peft": Peft}  # mappings in YAML, flat keys on the command line
 GENERIC = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in (*NESTED, "task_options"))
 FLAT = {**{f"hub_{f.name}": ("hub", f.name) for f in dataclasses.fields(HubSource)},
-        **{f.name: ("compute", f.name) for f in dataclasses.fields(Compute)}}  # flat key → (group, field)
+        **{f.name: ("compute", f.name) for f in dataclasses.fields(Compute)},
+        **{f.metadata.get("dest", f.name): ("peft", f.name) for f in dataclasses.fields(Peft)}}  # → (group, field)
 
 
 def option_names(options_class) -> dict[str, str]:
@@ -209,19 +232,22 @@ def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[di
     """One layer of settings (a recipe, a model override, the command line) → (run fields, {group: fields}, task
     options), each checked against its dataclass. Groups and task options are nested mappings (`hub:`, `compute:`,
     `task_options:`), or flat keys where `flat_options` (flags, model overrides)."""
+    def nested(key) -> bool:  # `peft: {...}` is the group; `peft: lora` on the command line is its method
+        return isinstance(values.get(key), dict) or values.get(key) is None
+
     for key in (*NESTED, "task_options"):
-        if values.get(key) is not None and not isinstance(values[key], dict):
+        if not nested(key) and not (flat_options and key in FLAT):
             raise BertkitError(f"{source}: '{key}' must be a mapping of its fields, got {values[key]!r}")
     generic = {}
-    groups = {g: dict(values.get(g) or {}) for g in NESTED}
+    groups = {g: dict(values.get(g) or {}) if nested(g) else {} for g in NESTED}
     names = option_names(task.Options)
     options = {names.get(k, k): v for k, v in (values.get("task_options") or {}).items()}  # 0.2 names too
     for key, value in values.items():
-        if key in (*NESTED, "task_options"):
+        if key in (*NESTED, "task_options") and nested(key):
             continue
         if key in GENERIC:
             generic[key] = value
-        elif key in FLAT and (flat_options or key.startswith("hub_")):
+        elif key in FLAT and flat_options:
             group, field = FLAT[key]
             groups[group][field] = value
         elif key in names and flat_options:

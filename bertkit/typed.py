@@ -29,9 +29,9 @@ from .errors import BertkitError
 
 
 def option(default, help: str, **meta):
-    """A dataclass field with its help text. `meta`: `choices` (allowed values), `legacy` (its flat key in a bertkit
-    0.2 config.yaml), `aliases` (extra command-line flags, e.g. a 0.2 flag name), `flag=False` (no command-line
-    flag: YAML only)."""
+    """A dataclass field with its help text. `meta`: `choices` (allowed values), `legacy` (its names in bertkit 0.2),
+    `aliases` (extra command-line flags, e.g. a 0.2 flag name), `dest` (its flag's and flat key's name when not the
+    field's), `flag=False` (no command-line flag: YAML only)."""
     if isinstance(default, (dict, list)):
         value = default
         return field(default_factory=lambda: type(value)(value), metadata={"help": help, **meta})
@@ -138,7 +138,7 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
     for f in dataclasses.fields(cls):
         if (names is not None and f.name not in names) or not f.metadata.get("flag", True):
             continue
-        dest, tp, help = prefix + f.name, tps[f.name], f.metadata.get("help", "")
+        dest, tp, help = prefix + f.metadata.get("dest", f.name), tps[f.name], f.metadata.get("help", "")
         flags = [flag(dest), *f.metadata.get("aliases", ())]
         if tp is bool:
             group.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help)
@@ -155,8 +155,8 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
 
 def given(args: argparse.Namespace, cls, prefix: str = "") -> dict:
     """{field: value} of the flags of `cls` given on the command line (those that are not None)."""
-    return {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(cls)
-            if getattr(args, prefix + f.name, None) is not None}
+    return {f.name: getattr(args, prefix + f.metadata.get("dest", f.name)) for f in dataclasses.fields(cls)
+            if getattr(args, prefix + f.metadata.get("dest", f.name), None) is not None}
 
 
 def to_dict(obj) -> dict:

@@ -28,7 +28,7 @@ FLAG_GROUPS: dict[str, tuple[str, ...]] = {
     "evaluation": ("eval_every", "eval_batch_size", "metrics", "main_metric", "early_stopping"),
     "output": ("output_dir", "save_every", "keep_checkpoints", "report_to"),
 }
-NOT_FLAGS = ("task", "hub", "compute", "task_options")  # YAML only, or flags of their own group
+NOT_FLAGS = ("task", "hub", "compute", "peft", "task_options")  # YAML only, or flags of their own group
 REFERENCE_RECIPES = ("sst2", "conll2003", "squad", "swag")  # one recipe per built-in task, for docs/cli.md
 
 
@@ -54,7 +54,7 @@ def recipe_of(argv: list[str] | None) -> str | None:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..config import Compute, HubSource, RunConfig, recipe_names, recipe_path, recipe_task
+    from ..config import Compute, HubSource, Peft, RunConfig, recipe_names, recipe_path, recipe_task
     from ..errors import BertkitError
     from ..typed import add_flags
 
@@ -67,7 +67,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     for title, names in FLAG_GROUPS.items():
         add_flags(p.add_argument_group(title), RunConfig, names)
     add_flags(p.add_argument_group("data from the hub (when there are no local files)"), HubSource, prefix="hub_")
-    add_flags(p.add_argument_group("compute"), Compute)
+    add_flags(p.add_argument_group("compute and memory"), Compute)
+    add_flags(p.add_argument_group("parameter-efficient fine-tuning (recipe: peft)"), Peft)
     run = p.add_argument_group("the run")
     run.add_argument("--seeds", help="run once per seed (into <output-dir>/seed-N) and summarise mean ± std "
                                      "(comma-separated)")
@@ -103,12 +104,13 @@ def overrides_from(args: argparse.Namespace) -> dict:
     """The flags given on the command line, as flat config keys (run fields, hub_*, compute, task options)."""
     import dataclasses
 
-    from ..config import Compute, HubSource, RunConfig
+    from ..config import Compute, HubSource, Peft, RunConfig
     from ..typed import given
 
     out = {k: v for k, v in given(args, RunConfig).items() if k not in NOT_FLAGS}
     out.update({f"hub_{k}": v for k, v in given(args, HubSource, prefix="hub_").items()})
     out.update(given(args, Compute))
+    out.update({("peft" if k == "method" else k): v for k, v in given(args, Peft).items()})
     if args.task_class is not None:
         names = {f.name for f in dataclasses.fields(args.task_class.Options)}
         out.update({k: v for k, v in given(args, args.task_class.Options).items() if k in names})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import re
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -88,15 +89,15 @@ def plan(task, cfg, features, precision: str, cpu: bool, log=print):
     limit = budget / GIB * MARGIN
     measured: dict[str, float] = {}
     t0 = time.perf_counter()
-    probe_model = copy.deepcopy(task.model)
+    probe = SimpleNamespace(model=copy.deepcopy(task.model), uses_pooler=task.uses_pooler)  # the changes' view
     as_trained = cfg.replace("--memory-budget", reinit_pooler=False, gradient_checkpointing=False)
     chosen = None
-    with torch.random.fork_rng(devices=[]), model_changes(probe_model, as_trained, cpu, precision, lambda m: None):
+    with torch.random.fork_rng(devices=[]), model_changes(probe, as_trained, cpu, precision, lambda m: None):
         for checkpointing in ([True] if cfg.compute.gradient_checkpointing else [False, True]):
-            chosen = _largest_fitting(task, probe_model, features, sizes, precision, checkpointing, limit, measured)
+            chosen = _largest_fitting(task, probe.model, features, sizes, precision, checkpointing, limit, measured)
             if chosen is not None:
                 break
-    del probe_model
+    del probe
     seconds = time.perf_counter() - t0
     if chosen is None:
         need = measured.get("1c", min(measured.values(), default=float("nan")))

@@ -14,7 +14,9 @@ What it changes, in this order (the order fixes which random numbers each one dr
    changed, so saved files keep the checkpoint's rates (undone: the old rates);
 4. `gradient_checkpointing`: transformers' own, non-reentrant (undone: off again);
 5. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
-   while training, the kept heap in bf16), each checked to have taken effect and undone by its own code.
+   while training, the kept heap in bf16), each checked to have taken effect and undone by its own code;
+6. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
+   training finished), every parameter trainable as before.
 Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention); the
 wrapper accelerate puts on `forward` for mixed precision is taken off by accelerate itself (`unwrap_model` with
 `keep_fp32_wrapper=False`, in the trainer).
@@ -81,9 +83,12 @@ def disable_checkpointing(model) -> None:
 
 
 @contextmanager
-def model_changes(model, cfg, cpu: bool = False, precision: str = "fp32", log=print):
-    """Apply the changes `cfg` asks for to `model` (module docstring); yield the names of those that took effect;
-    undo them on exit, also when the block raises. `cpu`: the model trains on a CPU in one unsharded process."""
+def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=print):
+    """Apply the changes `cfg` asks for to `task.model` (module docstring); yield the names of those that took
+    effect; undo them on exit, also when the block raises. `cpu`: the model trains on a CPU in one unsharded
+    process. With peft, `task.model` is the wrapped model inside the block; on exit it is the model again: merged
+    with the trained adapter where the block merged it (`lora.merged`), else unwrapped without merging."""
+    model = task.model
     applied = []
     with ExitStack() as undo:
         if cfg.reinit_pooler:
@@ -109,4 +114,22 @@ def model_changes(model, cfg, cpu: bool = False, precision: str = "fp32", log=pr
             compute = cfg.compute
             applied += undo.enter_context(cpu_speedups(model, compute.fast_dropout,
                                                        compute.keep_heap and precision == "bf16", log))
+        if cfg.peft.method != "none":
+            from . import lora
+
+            trainable = {name: p.requires_grad for name, p in model.named_parameters()}
+            task.model = lora.wrap(task, cfg.peft, log)
+            undo.callback(_unwrap, task, model, trainable)
+            applied.append(cfg.peft.method)
         yield applied
+
+
+def _unwrap(task, model, trainable: dict) -> None:
+    """After peft: the task's model is `model` again (not merged if the block did not merge it), each parameter
+    trainable as before."""
+    from . import lora
+
+    if lora.is_peft(task.model):
+        task.model = task.model.unload()  # training stopped before the end: the adapter is dropped
+    for name, p in task.model.named_parameters():
+        p.requires_grad_(trainable.get(name, True))

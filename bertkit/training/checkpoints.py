@@ -99,6 +99,10 @@ def load_weights(accelerator, model, directory: Path) -> None:
     from accelerate.utils import DistributedType
     from safetensors.torch import load_file
 
+    from .lora import load_adapter_weights
+
+    if load_adapter_weights(accelerator.unwrap_model(model), directory):  # a peft run's best holds its adapter
+        return
     weights = {}
     for f in sorted(Path(directory).glob("model*.safetensors")):
         weights.update(load_file(str(f)))
@@ -127,9 +131,16 @@ def write_run_model(task, out: Path, best: Path) -> None:
     needs the full model in memory) with the task's config and tokenizer, each file replaced atomically."""
     from safetensors.torch import load_file
 
-    weights = {}
-    for f in sorted(Path(best).glob("model*.safetensors")):
-        weights.update(load_file(str(f)))
+    from . import lora
+
+    weights = None  # a peft run: the weights in memory are the best (the trainer loaded them); merged here
+    if lora.is_peft(task.model):
+        lora.keep_adapter(best, out)
+        task.model = lora.merged(task.model)
+    else:
+        weights = {}
+        for f in sorted(Path(best).glob("model*.safetensors")):
+            weights.update(load_file(str(f)))
     tmp = task.save(Path(out) / ".model.tmp", state_dict=weights)
     for f in tmp.iterdir():
         f.replace(Path(out) / f.name)

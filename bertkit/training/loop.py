@@ -145,7 +145,7 @@ class Trainer:
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         forward = self.task.model.__dict__.get("forward")  # none: the class's (`prepare` may set one)
         try:
-            with model_changes(self.task.model, cfg, cpu, self.precision, self.log) as applied:
+            with model_changes(self.task, cfg, cpu, self.precision, self.log) as applied:
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
