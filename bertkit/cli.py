@@ -13,10 +13,10 @@ import os
 import sys
 
 from . import __version__
-from .commands import evaluate, export, extract, finetune, predict, probe, recipes, serve
+from .commands import evaluate, export, extract, finetune, predict, probe, recipes, search, serve
 from .errors import EXIT_USER_ERROR, BertkitError
 
-COMMANDS = [finetune, evaluate, predict, extract, probe, serve, export, recipes]
+COMMANDS = [finetune, search, evaluate, predict, extract, probe, serve, export, recipes]
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

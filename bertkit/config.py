@@ -355,6 +355,7 @@ def load_recipe(name: str, overrides: dict | None = None) -> RunConfig:
     values = upgrade_flat(read_yaml(path), strict=True)
     values.setdefault("name", path.stem)
     tuned = values.pop("model_overrides", None) or {}
+    values.pop("search_space", None)  # `bertkit search`'s (bertkit/search.py), not a run's
     if not isinstance(tuned, dict) or not all(isinstance(v, dict) for v in tuned.values()):
         raise BertkitError(f"{path}: 'model_overrides' must map model names to mappings of fields")
     overrides = dict(overrides or {})
@@ -395,7 +396,7 @@ def upgrade_flat(values: dict, strict: bool) -> dict:
         elif key in FLAT:
             group, field = FLAT[key]
             out[group][field] = value
-        elif key in GENERIC or key == "model_overrides":
+        elif key in GENERIC or key in ("model_overrides", "search_space"):
             out[key] = value
         elif strict and key not in DROPPED_0_2 and key not in other_options(task):
             raise unknown_key(key, [*GENERIC, *FLAT, *legacy], "bertkit 0.2 config")

@@ -54,9 +54,7 @@ def recipe_of(argv: list[str] | None) -> str | None:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..config import Compute, HubSource, Peft, RunConfig, recipe_names, recipe_path, recipe_task
-    from ..errors import BertkitError
-    from ..typed import add_flags
+    from ..config import recipe_names
 
     p = subparsers.add_parser("finetune", help="fine-tune a model with a recipe", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,18 +62,29 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                           "`bertkit finetune RECIPE --help` adds the options of the recipe's task.")
     p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file; or 'glue': every GLUE "
                                   "task that has data, each with its recipe, into one table (commands/glue.py)")
+    run = add_run_flags(p, argv)
+    run.add_argument("--seeds", help="run once per seed (into <output-dir>/seed-N) and summarise mean ± std "
+                                     "(comma-separated)")
+    run.add_argument("--resume", action="store_true", help="resume from the latest good checkpoint in output-dir")
+    run.add_argument("--tasks", help="glue only: the GLUE tasks to run (comma-separated; default: all that have data)")
+    p.set_defaults(func=run_command)
+
+
+def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None):
+    """A recipe's flags, as `finetune` has them (also `search`'s): the run config's groups, the recipe's task's
+    options once `argv` names the recipe; returns the group "the run" for the command's own flags."""
+    from ..config import Compute, HubSource, Peft, RunConfig, recipe_path, recipe_task
+    from ..errors import BertkitError
+    from ..typed import add_flags
+
     for title, names in FLAG_GROUPS.items():
         add_flags(p.add_argument_group(title), RunConfig, names)
     add_flags(p.add_argument_group("data from the hub (when there are no local files)"), HubSource, prefix="hub_")
     add_flags(p.add_argument_group("compute and memory"), Compute)
     add_flags(p.add_argument_group("parameter-efficient fine-tuning (recipe: peft)"), Peft)
     run = p.add_argument_group("the run")
-    run.add_argument("--seeds", help="run once per seed (into <output-dir>/seed-N) and summarise mean ± std "
-                                     "(comma-separated)")
-    run.add_argument("--resume", action="store_true", help="resume from the latest good checkpoint in output-dir")
     run.add_argument("--allow-pickle", action="store_true", help="also load pickle (.bin) weights of the base "
                                                                  "model; only for files you trust")
-    run.add_argument("--tasks", help="glue only: the GLUE tasks to run (comma-separated; default: all that have data)")
     recipe = recipe_of(argv)
     task = None
     try:
@@ -91,7 +100,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
         p.set_defaults(task_error=str(e))
     if task is not None:
         add_flags(p.add_argument_group(f"task options ({task.name}; recipe: task_options)"), task.Options)
-    p.set_defaults(func=run_command, task_class=task)
+    p.set_defaults(task_class=task)
+    return run
 
 
 def task_help(parser: argparse.ArgumentParser) -> str:

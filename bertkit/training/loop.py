@@ -48,14 +48,16 @@ class Trainer:
     >>> trainer = Trainer(clf, run_config(epochs=1, output_dir="runs/demo"))
     >>> metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
     ```
-    `callbacks` are called as `callback(trainer, state)` after every optimiser step. `resume`: continue from the
+    `callbacks` are called as `callback(trainer, state)` after every optimiser step, `eval_callbacks` as
+    `callback(trainer, state, value)` after every evaluation (the main metric's value). `resume`: continue from the
     newest complete checkpoint in the output folder. The run folder's config.yaml records the task as it is (its
     name, model, max length and options, labels included), whatever `config` says of them (`trained_config`).
     """
 
     def __init__(self, task, config: RunConfig, metric_hooks=None, accelerator=None, callbacks=(),
-                 resume: bool = False, memory: MemoryLog | None = None):
+                 resume: bool = False, memory: MemoryLog | None = None, eval_callbacks=()):
         self.task, self.callbacks, self.resume = task, list(callbacks), resume
+        self.eval_callbacks = list(eval_callbacks)
         self.cfg = trained_config(config, task)  # what is actually trained; never changed afterwards
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
@@ -292,6 +294,8 @@ class Trainer:
         stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
         if stop:
             self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")
+        for callback in self.eval_callbacks:  # e.g. a search's pruner; may raise to end the run
+            callback(self, state, value)
         return stop
 
     def _finish(self, state: dict, eval_sets: dict, test) -> dict:

@@ -24,7 +24,6 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     """Validate the data, then train once, or once per seed of `seeds` with a summary; return the metrics (a seed
     summary with `seeds`) on the main process, None on the others."""
     from ..memory import MemoryLog
-    from ..models import resolve_model
     from ..tasks import get_task
     from . import launch
 
@@ -38,15 +37,10 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
     processes.wait_for_everyone()  # every process has checked the folder before the main one writes into it
     task = get_task(cfg.task).resolve(cfg.task_options)
-    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
-    # Everything the user gave is read and validated before the run folder is created.
-    with memory.phase("load"):
-        train, evals, label_names = task.load_data(cfg)
-        test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
     log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
-    options = task.prepare_options(cfg.task_options, train, label_names, log)
-    cfg = cfg.replace("the run", output_dir=str(out)) if options == cfg.task_options else \
-        cfg.replace("the run", output_dir=str(out), **vars(options))
+    with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
+        cfg, (train, evals, test, label_names) = load_checked(task, cfg, log)
+    cfg = cfg.replace("the run", output_dir=str(out))
     if not seeds:
         result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle, memory)
         if not launch.is_main_process():
@@ -77,8 +71,22 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     return summary
 
 
+def load_checked(task, cfg, log=print):
+    """(the config with the task's options completed from the training data, (train, {name: evaluation examples},
+    test examples or None, label names)): the run's data read and checked."""
+    from ..models import resolve_model
+
+    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
+    train, evals, label_names = task.load_data(cfg)
+    test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
+    options = task.prepare_options(cfg.task_options, train, label_names, log)
+    if options != cfg.task_options:
+        cfg = cfg.replace("the training data", **vars(options))
+    return cfg, (train, evals, test, label_names)
+
+
 def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False, allow_pickle: bool = False,
-              memory=None) -> dict:
+              memory=None, eval_callbacks=()) -> dict:
     from ..utils import set_seed
     from . import Trainer, launch
 
@@ -88,7 +96,7 @@ def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = F
     task = task_class.from_config(cfg, label_names, allow_pickle=allow_pickle)
     if memory is not None:
         memory.record("load")
-    trainer = Trainer(task, cfg, resume=resume, memory=memory)
+    trainer = Trainer(task, cfg, resume=resume, memory=memory, eval_callbacks=eval_callbacks)
     result = trainer.fit(train, evals, test)
     t = result["train"]
     if launch.is_main_process():
