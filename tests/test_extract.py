@@ -59,10 +59,12 @@ def test_word_rows_align_with_words_and_multi_piece_words(tiny_bert):
 
 @pytest.mark.parametrize("spec, expected", [("embeddings", [0]), ("last", [2]), ("second-to-last", [1]),
                                             ("all", [1, 2]), ("-1,-2", [2, 1]), ("1-2", [1, 2]), ("0", [0]),
-                                            ("embeddings,all", [0, 1, 2]), ("-3", [0])])
+                                            ("embeddings,all", [0, 1, 2]), ("-3", [0]), ("last2", [1, 2]),
+                                            ("last1", [2]), ("first1", [1]), ("first2,embeddings", [1, 2, 0])])
 def test_layer_specs(spec, expected):
     assert parse_layers(spec, 2) == expected
     assert parse_layers("last4", 6) == [3, 4, 5, 6] and parse_layers("-4--1", 6) == [3, 4, 5, 6]
+    assert parse_layers("last5", 6) == [2, 3, 4, 5, 6] and parse_layers("first3", 6) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("spec, message", [("7", "layer 7 does not exist; the model has 6 layers"),
@@ -71,8 +73,10 @@ def test_layer_specs(spec, expected):
 def test_bad_layer_specs(spec, message):
     with pytest.raises(BertkitError, match=message):
         parse_layers(spec, 6)
-    with pytest.raises(BertkitError, match="only 2 layers"):
+    with pytest.raises(BertkitError, match=r"--layers last4: the model has 2 layers \(choose last1 to last2\)"):
         parse_layers("last4", 2)
+    with pytest.raises(BertkitError, match=r"--layers first0: the model has 6 layers"):
+        parse_layers("first0", 6)
 
 
 def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):

@@ -11,8 +11,9 @@ EXAMPLE = """example:
   bertkit extract --model minilm-l6 --input sentences.txt --output feats --layers last4 --combine concat --pool mean
   bertkit extract --model minilm-l6 --input conll2003/valid.txt --output conll-feats \\
       --layers second-to-last --pool first           # one row per CoNLL word, aligned with the file
-layers: embeddings, last, second-to-last, last4, all, or numbers/ranges of hidden states (0 = embeddings,
--1 = last layer): -1,-2,-3,-4 or 1-6.  pool: first, last, mean (word level), cls, sentence-mean, none (pieces).
+layers: embeddings, last, second-to-last, lastN / firstN (any N: last4, first2), all, or numbers/ranges of
+hidden states (0 = embeddings, -1 = last layer): -1,-2,-3,-4 or 1-6.  pool: first, last, mean (word level), cls,
+sentence-mean, none (pieces).
 """
 CHUNK = 4096  # sentences read, sorted by length and extracted at a time: bounds memory whatever the input size
 

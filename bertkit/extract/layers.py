@@ -6,33 +6,42 @@ Hidden states are numbered as transformers' `output_hidden_states` returns them:
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..errors import BertkitError
 
-NAMES = ("embeddings", "last", "second-to-last", "last4", "all")
+NAMES = ("embeddings", "last", "second-to-last", "lastN", "firstN", "all")
 COMBINE = ("concat", "mean", "sum", "none")
 POOL = ("first", "last", "mean", "cls", "sentence-mean", "none")
 
 
 def parse_layers(spec: str, num_layers: int) -> list[int]:
-    """`last4` → [L-3, L-2, L-1, L]; `-1,-2` → [L, L-1]; `1-6` → [1..6]; `embeddings,all` → [0..L].
+    """`last4` → [L-3, L-2, L-1, L] (`lastN`, `firstN` = layers 1..N, for any N); `-1,-2` → [L, L-1]; `1-6` →
+    [1..6]; `embeddings,all` → [0..L].
 
     Example:
     ```python
-    >>> parse_layers("last4", 6), parse_layers("-1,-2", 6), parse_layers("2-4", 6)
-    ([3, 4, 5, 6], [6, 5], [2, 3, 4])
+    >>> parse_layers("last4", 6), parse_layers("first2", 6), parse_layers("-1,-2", 6), parse_layers("2-4", 6)
+    ([3, 4, 5, 6], [1, 2], [6, 5], [2, 3, 4])
     ```
     """
     named = {"embeddings": [0], "last": [num_layers], "second-to-last": [num_layers - 1],
-             "last4": list(range(num_layers - 3, num_layers + 1)), "all": list(range(1, num_layers + 1))}
+             "all": list(range(1, num_layers + 1))}
     out = []
     for part in spec.split(","):
         part = part.strip()
         if part in named:  # names combine with commas too: "embeddings,all" = every hidden state
-            if part == "last4" and num_layers < 4:
-                raise BertkitError(f"--layers last4: the model has only {num_layers} layers")
             out.extend(named[part])
+            continue
+        counted = re.fullmatch(r"(last|first)(\d+)", part)
+        if counted:
+            n = int(counted.group(2))
+            if not 1 <= n <= num_layers:
+                raise BertkitError(f"--layers {part}: the model has {num_layers} layers (choose {counted.group(1)}1 "
+                                   f"to {counted.group(1)}{num_layers})")
+            out.extend(range(num_layers - n + 1, num_layers + 1) if counted.group(1) == "last" else range(1, n + 1))
             continue
         try:
             if "-" in part[1:]:  # a range a-b (a may be negative: -4--1)

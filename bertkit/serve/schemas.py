@@ -40,7 +40,7 @@ class Strict(BaseModel):
 class EmbedRequest(Strict):
     texts: list[str] | None = Field(None, description="raw text, split into words as `bertkit extract` does")
     words: list[list[str]] | None = Field(None, description="pre-tokenised sentences (instead of texts)")
-    layers: str = Field("last4", description="hidden states: embeddings, last, second-to-last, last4, all, or "
+    layers: str = Field("last4", description="hidden states: embeddings, last, second-to-last, lastN, firstN, all, or "
                                              "numbers/ranges (0 = embeddings, -1 = last layer): -1,-2 or 1-6")
     combine: Literal["concat", "mean", "sum", "none"] = "concat"
     pool: Literal["first", "last", "mean", "cls", "sentence-mean", "none"] = "mean"
