@@ -61,7 +61,7 @@ def main() -> None:
     print("| backend | accuracy | Δ vs torch (points) | same label as torch | max abs logit diff | seconds |")
     print("|---|---|---|---|---|---|")
     for name, (acc, labels, logits, seconds) in rows.items():
-        agree = np.mean([a == b for a, b in zip(labels, labels0)])
+        agree = np.mean([a == b for a, b in zip(labels, labels0, strict=True)])
         print(f"| {name} | {100 * acc:.2f} | {100 * (acc - acc0):+.2f} | {100 * agree:.2f} % | "
               f"{np.abs(logits - logits0).max():.2e} | {seconds:.1f} |")
 

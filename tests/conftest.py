@@ -323,8 +323,8 @@ def make_fixed_tiny_bert(directory: Path) -> Path:
 
 
 # The recipes the parity test runs, and the flags each needs beyond the shared ones (all generic or the task's own)
-PARITY_RECIPES = {"sst2": [], "cola": [], "stsb": [], "mrpc": [], "rte": [], "wnli": [], "qnli": ["--carve-eval", "20"],
-                  "mnli": [], "qqp": [], "conll2003": [],
+PARITY_RECIPES = {"sst2": [], "cola": [], "stsb": [], "mrpc": [], "rte": [], "wnli": [],
+                  "qnli": ["--carve-eval", "20"], "mnli": [], "qqp": [], "conll2003": [],
                   "squad": ["--max-question-length", "16", "--window-overlap", "16"],
                   "squad_v2": ["--max-question-length", "16", "--window-overlap", "16"]}
 
