@@ -32,7 +32,7 @@ BLOCK = 10
 
 
 def steps_of(args):
-    """(config, adapter, features, batches) of the SST-2 set-up."""
+    """(config, task, features, batches) of the SST-2 set-up."""
     from sst2_setup import sst2_features
 
     from bertkit.batching import train_batches

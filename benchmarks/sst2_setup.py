@@ -1,4 +1,4 @@
-"""Shared start of the SST-2 micro-benchmarks: the recipe, the packaged MiniLM adapter and the encoded train set,
+"""Shared start of the SST-2 micro-benchmarks: the recipe, the packaged MiniLM task and the encoded train set,
 and bertkit's training step as a plain function (what the Trainer does per step, without its bookkeeping)."""
 
 from __future__ import annotations
@@ -10,17 +10,16 @@ import torch
 
 import bertkit
 from bertkit.config import load_recipe
-from bertkit.data import load_classification_data
 from bertkit.device import autocast
 from bertkit.training.optim import build_optimizer
 
 
 def sst2_features(data_dir: str | None = None):
-    """(recipe config, SequenceClassification adapter, encoded SST-2 training features)."""
+    """(recipe config, SequenceClassification task, encoded SST-2 training features)."""
     data_dir = data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), "sst2")
     cfg = load_recipe("sst2", {"data_dir": data_dir, "model": "minilm-l6"})
-    train, _, labels = load_classification_data(cfg)
-    clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
+    train, _, labels = bertkit.SequenceClassification.load_data(cfg)
+    clf = bertkit.SequenceClassification.from_config(cfg, labels)
     return cfg, clf, clf.encode(train)
 
 
