@@ -39,7 +39,6 @@ from transformers import (  # noqa: E402
 
 import bertkit  # noqa: E402
 from bertkit.config import load_recipe  # noqa: E402
-from bertkit.data import load_classification_data  # noqa: E402
 from bertkit.models import load_tokenizer, resolve_model  # noqa: E402
 
 LABELS = ["negative", "positive"]
@@ -66,8 +65,8 @@ def bertkit_run(train, dev, steps: int, precision: str) -> float:
     torch.manual_seed(42)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=LABELS)
     with tempfile.TemporaryDirectory() as out:
-        cfg = bertkit.FinetuneConfig(task="sst2", output_dir=out, max_steps=steps, precision=precision,
-                                     label_names=LABELS, eval_every=str(steps))
+        cfg = bertkit.run_config(name="sst2", output_dir=out, max_steps=steps, precision=precision,
+                                 label_names=LABELS, eval_every=str(steps))
         result = bertkit.Trainer(clf, cfg).fit(train, {"dev": dev})
     return result["train"]["examples_seen"] / result["train"]["train_seconds"]
 
@@ -87,7 +86,7 @@ def resolved(precision: str) -> str:
 def one(name: str, precision: str, steps: int, data_dir: str) -> None:
     """Child process: one configuration; prints its throughput as a JSON line."""
     cfg = load_recipe("sst2", {"data_dir": data_dir})
-    train, evals, _ = load_classification_data(cfg)
+    train, evals, _ = bertkit.SequenceClassification.load_data(cfg)
     dev = evals["dev"].select(range(128))  # bertkit evaluates once at the end; not timed
     train = datasets.Dataset.from_dict(train[:])
     print("RESULT " + json.dumps({"rate": RUNNERS[name](train, dev, steps, precision)}), flush=True)
