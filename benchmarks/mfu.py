@@ -30,7 +30,6 @@ import torch  # noqa: E402
 import bertkit  # noqa: E402
 from bertkit.batching import train_batches  # noqa: E402
 from bertkit.config import load_recipe  # noqa: E402
-from bertkit.data import load_classification_data  # noqa: E402
 
 
 def matmul_peak(sizes=(1024, 2048, 4096), repeats: int = 5) -> tuple[float, int]:
@@ -51,11 +50,10 @@ def train_once(args, train, evals, labels, seed: int) -> dict:
     torch.manual_seed(42)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
     with tempfile.TemporaryDirectory() as out:
-        run_cfg = bertkit.FinetuneConfig(task=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
-                                         batch_size=args.batch_size,
-                                         freeze_word_embeddings=args.freeze_word_embeddings,
-                                         dropout=args.dropout, attention_dropout=args.attention_dropout,
-                                         label_names=labels, eval_every=str(args.steps), seed=seed)
+        run_cfg = bertkit.run_config(name=args.task, output_dir=out, max_steps=args.steps, precision="bf16",
+                                     batch_size=args.batch_size, freeze_word_embeddings=args.freeze_word_embeddings,
+                                     dropout=args.dropout, attention_dropout=args.attention_dropout,
+                                     label_names=labels, eval_every=str(args.steps), seed=seed)
         first = next(iter(evals.values()))
         return bertkit.Trainer(clf, run_cfg).fit(train, {"dev": first.select(range(128))})["train"]
 
@@ -77,7 +75,7 @@ def main() -> None:
     data_dir = args.data_dir or os.path.join(os.environ.get("BERTKIT_DATA_DIR", "../shared/data"), args.task)
 
     cfg = load_recipe(args.task, {"data_dir": data_dir, "model": "minilm-l6"})
-    train, evals, labels = load_classification_data(cfg)
+    train, evals, labels = bertkit.SequenceClassification.load_data(cfg)
     clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=labels)
     mc = clf.model.config
     d, layers = mc.hidden_size, mc.num_hidden_layers
