@@ -80,8 +80,8 @@ def main() -> None:
 
     print(f"\nExtraction throughput, sentences/s (MiniLM-L6, {n} SST-2 train sentences, {torch.get_num_threads()} "
           "threads; last layer, every word piece)")
-    print("| pipeline (defaults, fp32) | pipeline (batch 64, bf16) | bertkit (batch 64, auto=bf16) | bare forward "
-          "(bf16, sorted) | bertkit ÷ pipeline defaults | bertkit ÷ pipeline bf16 | bertkit ÷ bare |")
+    print(f"| pipeline (defaults, fp32) | pipeline (batch {bs}, bf16) | bertkit (batch {bs}, auto={fx.precision}) | "
+          "bare forward (bf16, sorted) | bertkit ÷ pipeline defaults | bertkit ÷ pipeline bf16 | bertkit ÷ bare |")
     print("|---|---|---|---|---|---|---|")
     print(f"| {n / t_pipe:.0f} | {n / t_pipe16:.0f} | {n / t_ours:.0f} | {n / t_bare:.0f} | {t_pipe / t_ours:.2f}× | "
           f"{t_pipe16 / t_ours:.2f}× | {t_bare / t_ours:.2f} |")
