@@ -56,7 +56,8 @@ def run_bertkit(data_dir: str, eval_every: int, target: float, out: Path, extra:
     metrics = json.loads((out / "metrics.json").read_text())
     cfg = load_run_config(out / "config.yaml")  # the resolved settings the run used (recipe + flags)
     return {"timeline": timeline, "hit": hit, "wall": wall, "final": metrics["dev"]["accuracy"],
-            "steps": metrics["train"]["steps"], "lr": cfg.lr, "batch_size": cfg.batch_size}
+            "steps": metrics["train"]["steps"], "lr": cfg.lr, "batch_size": cfg.batch_size,
+            "precision": metrics["train"]["precision"]}
 
 
 def run_trainer(data_dir: str, steps: int, lr: float, batch_size: int) -> dict:
@@ -65,12 +66,12 @@ def run_trainer(data_dir: str, steps: int, lr: float, batch_size: int) -> dict:
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
 
     from bertkit.config import load_recipe
-    from bertkit.data import load_classification_data
     from bertkit.models import load_tokenizer, resolve_model
+    from bertkit.tasks import SequenceClassification
 
     t0 = time.perf_counter()
     cfg = load_recipe("sst2", {"data_dir": data_dir})
-    train, evals, _ = load_classification_data(cfg)
+    train, evals, _ = SequenceClassification.load_data(cfg)
     tok = load_tokenizer("minilm-l6")
     torch.manual_seed(42)
     model = AutoModelForSequenceClassification.from_pretrained(resolve_model("minilm-l6")[0], num_labels=2)
@@ -111,7 +112,7 @@ def main() -> None:
         print(f"  {t:7.1f} s  step {s:5d}  {100 * a:.2f} %")
     theirs = None if args.skip_trainer else run_trainer(args.data_dir, ours["steps"], lr, batch_size)
     print(f"\nSST-2 time to {100 * args.target:.0f} % dev accuracy (MiniLM-L6, {ours['steps']} steps, lr {lr:g}, "
-          f"batch {batch_size}, bf16)")
+          f"batch {batch_size}; bertkit {ours['precision']}, Trainer bf16)")
     print("| | steps | wall to target | accuracy at target | wall, whole run | final dev accuracy |")
     print("|---|---|---|---|---|---|")
     hit = ours["hit"]
