@@ -24,7 +24,17 @@ import pyarrow as pa
 FORMAT = 1  # bump when an adapter's encoding changes, so old cache entries are not reused
 
 
+_OFF = [False]  # `disable()`: this process caches nothing (a server's request batches)
+
+
+def disable() -> None:
+    """No cache for the rest of this process (without touching its environment)."""
+    _OFF[0] = True
+
+
 def cache_dir() -> Path | None:
+    if _OFF[0]:
+        return None
     value = os.environ.get("BERTKIT_CACHE")
     if value is not None:
         return None if value.strip().lower() in ("", "0", "off", "none", "false") else Path(value).expanduser()

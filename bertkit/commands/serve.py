@@ -18,18 +18,20 @@ GET /metadata, GET /openapi.json (schema), GET /docs.
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import sys
     from concurrent.futures import ThreadPoolExecutor
 
-    os.environ["BERTKIT_CACHE"] = "off"  # request batches are not worth caching to disk (and would fill it)
     import datasets
     import uvicorn
 
+    from .. import feature_cache
     from ..errors import BertkitError
     from ..serve.app import create_app
     from ..serve.engine import Engine
     from ..serve.schemas import Limits
 
-    for name, value in (("--max-batch", args.max_batch), ("--max-queue", args.max_queue),
+    for name, value in (("--max-batch", args.max_batch), ("--model-batch", args.model_batch),
+                        ("--max-queue", args.max_queue),
                         ("--max-items", args.max_items), ("--max-text-chars", args.max_text_chars),
                         ("--max-body-bytes", args.max_body_bytes),
                         ("--threads", args.threads or 1)):
@@ -38,12 +40,15 @@ def run(args: argparse.Namespace) -> int:
     if args.max_wait_ms < 0:
         raise BertkitError(f"--max-wait-ms must be 0 or more (got {args.max_wait_ms})")
     datasets.disable_progress_bars()
+    feature_cache.disable()  # request batches are not worth caching to disk (and would fill it)
     threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
     model_thread = ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")  # loads, warms up and runs the model
     engine = model_thread.submit(Engine, args.model, backend=args.backend, precision=args.precision,
-                                 batch_size=args.max_batch, embed_max_length=args.embed_max_length,
+                                 batch_size=args.model_batch, embed_max_length=args.embed_max_length,
                                  allow_pickle=args.allow_pickle, threads=threads).result()
     model_thread.submit(engine.warm_up).result()
+    print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
+          f"model batches of {engine.batch_size}, {threads} thread(s)", file=sys.stderr, flush=True)
     app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
                      max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
                      executor=model_thread)
@@ -61,7 +66,10 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--backend", default="torch", choices=["torch", "onnx"], help="torch, or onnx (ONNX Runtime)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
-    p.add_argument("--max-batch", type=int, default=64, help="items per model call (default 64)")
+    p.add_argument("--max-batch", type=int, default=64, help="items gathered into one model call (default 64)")
+    p.add_argument("--model-batch", type=int, default=16,
+                   help="items per forward pass inside a call, sorted by length (default 16: on a CPU less padding "
+                        "per batch costs less than larger batches gain; docs/serve-and-export.md)")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
                    help="longest wait for a batch to fill after its first request arrives (default 5)")
     p.add_argument("--max-queue", type=int, default=1024, help="items waiting before new requests get 429 "

@@ -47,7 +47,7 @@ class Engine:
             if precision not in ("auto", "fp32"):
                 raise BertkitError(f"--precision {precision} is for the torch backend; an ONNX export runs as "
                                    "exported (fp32 or int8)")
-            self.precision = info["precision"]
+            self.precision, self.precision_reason = info["precision"], "as exported"
             self.task = load_onnx_task(model, threads) if "model.onnx" in info["graphs"] else None
             self.extractor = (OnnxFeatureExtractor(model, ",".join(map(str, info["layers"])), batch_size=batch_size,
                                                    max_length=embed_max_length, threads=threads)
@@ -62,7 +62,8 @@ class Engine:
             if threads:
                 torch.set_num_threads(threads)
             device = default_device()
-            self.precision = choose_precision(precision, device).precision
+            choice = choose_precision(precision, device)
+            self.precision, self.precision_reason = choice.precision, choice.reason
             self.task = load_task(model, allow_pickle) if head_task(model) else None
             if self.task is not None:
                 self.task.model.to(device).eval()

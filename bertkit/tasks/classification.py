@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
+from ..batching import Columns
 from ..data.classification import load_classification_data, load_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
@@ -323,7 +324,12 @@ class SequenceClassification(Task):
                 precision: str = "fp32", with_probs: bool = False) -> list[dict]:
         """One prediction per text (notebook use), pooled over its windows when it has several; input order kept."""
         cols = {"text": list(texts), **({"text_pair": list(text_pairs)} if text_pairs is not None else {})}
-        features = self.encode(datasets.Dataset.from_dict(cols))
+        if self.doc_pooling == "truncate":  # one feature per text: tokenised straight into columns (no Arrow table)
+            enc = self.tokenizer(cols["text"], cols.get("text_pair"), truncation=True, max_length=self.max_length)
+            features = Columns({k: enc[k] for k in MODEL_INPUTS if k in enc})
+            features.update(length=[len(ids) for ids in enc["input_ids"]], example_index=list(range(len(texts))))
+        else:
+            features = self.encode(datasets.Dataset.from_dict(cols))
         outputs = self.infer(features, batch_size, precision)
         return [self._prediction(row, with_probs) for row in self.logits(outputs, features, len(texts))]
 
