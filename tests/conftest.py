@@ -565,3 +565,35 @@ def fit(tiny_bert: Path, cfg, callbacks=(), resume: bool = False):
     train, evals, names = SequenceClassification.load_data(cfg)
     task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
     return task, Trainer(task, cfg, callbacks=callbacks, resume=resume).fit(train, evals)
+
+
+# --- multi-label files (test_heads.py, test_families.py) ------------------------------------------------------------
+def multi_label_row(rng: random.Random, i: int, none: bool = False) -> tuple[str, list[str]]:
+    """SST-2-like sentences labelled by their sentiment words: 'pos', 'neg', both (every 4th row: two sentences),
+    or with `none` every 8th row no label (only filler words)."""
+    if none and i % 8 == 5:
+        return " ".join(rng.choice(FILLER) for _ in range(6)), []
+    label = i % 2
+    text, labels = sentence(rng, label), ["pos"] if label else ["neg"]
+    if i % 4 == 3:
+        text, labels = f"{text} {sentence(rng, 0)}", ["neg", "pos"]
+    return text, labels
+
+
+def write_multi_label(directory: Path, n_train: int = 256, n_dev: int = 64, seed: int = 0) -> Path:
+    """Training labels as JSON lists (JSONL); evaluation labels joined by '|' in a TSV, some rows without any."""
+    import json
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [multi_label_row(rng, i) for i in range(n_train)]
+    (directory / "train.jsonl").write_text("".join(json.dumps({"text": t, "topics": ls}) + "\n" for t, ls in rows))
+    rows = [multi_label_row(rng, i, none=True) for i in range(n_dev)]
+    (directory / "dev.tsv").write_text("text\ttopics\n" + "".join(f"{t}\t{'|'.join(ls)}\n" for t, ls in rows))
+    return directory
+
+
+# `bertkit finetune sst2` flags that make it a multi-label run on write_multi_label's files
+MULTI = ["--problem-type", "multi_label_classification", "--train-file", "train.jsonl", "--validation-files",
+         "dev.tsv", "--text-column", "text", "--label-column", "topics", "--label-names", "", "--label-delimiter", "|",
+         "--metrics", "micro_f1,macro_f1,subset_accuracy", "--main-metric", "micro_f1"]

@@ -14,37 +14,9 @@ from bertkit import MultiLabelClassification, SequenceClassification, SequenceRe
 from bertkit.cli import main
 from bertkit.tasks.classification import pool_windows, resolve_class_weights
 
-from .conftest import FILLER, POSITIVE, sentence, write_sts
+from .conftest import FILLER, MULTI, POSITIVE, write_multi_label, write_sts
 
 FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--warmup-ratio", "0.1"]
-
-
-def multi_label_row(rng, i, none=False):
-    """SST-2-like sentences labelled by their sentiment words: 'pos', 'neg', both (every 4th row: two sentences),
-    or with `none` every 8th row no label (only filler words)."""
-    if none and i % 8 == 5:
-        return " ".join(rng.choice(FILLER) for _ in range(6)), []
-    label = i % 2
-    text, labels = sentence(rng, label), ["pos"] if label else ["neg"]
-    if i % 4 == 3:
-        text, labels = f"{text} {sentence(rng, 0)}", ["neg", "pos"]
-    return text, labels
-
-
-def write_multi_label(directory, n_train=256, n_dev=64, seed=0):
-    """Training labels as JSON lists (JSONL); evaluation labels joined by '|' in a TSV, some rows without any."""
-    rng = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    rows = [multi_label_row(rng, i) for i in range(n_train)]
-    (directory / "train.jsonl").write_text("".join(json.dumps({"text": t, "topics": ls}) + "\n" for t, ls in rows))
-    rows = [multi_label_row(rng, i, none=True) for i in range(n_dev)]
-    (directory / "dev.tsv").write_text("text\ttopics\n" + "".join(f"{t}\t{'|'.join(ls)}\n" for t, ls in rows))
-    return directory
-
-
-MULTI = ["--problem-type", "multi_label_classification", "--train-file", "train.jsonl", "--validation-files",
-         "dev.tsv", "--text-column", "text", "--label-column", "topics", "--label-names", "", "--label-delimiter", "|",
-         "--metrics", "micro_f1,macro_f1,subset_accuracy", "--main-metric", "micro_f1"]
 
 
 @pytest.fixture(scope="module")
