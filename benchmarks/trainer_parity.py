@@ -48,8 +48,26 @@ def recipe(task: str, args):
     return load_recipe(task, overrides)
 
 
+def same_method(cfg) -> None:
+    """Stop unless the resolved settings are ones the Trainer side reproduces: settings bertkit has and this script
+    does not give the Trainer (model changes, layer-wise decay, class weights, long-text windows, peft, a memory
+    budget's micro-batches, early stopping) must be at their defaults."""
+    o = cfg.task_options
+    differ = {name: value for name, value, default in (
+        ("layer_lr_decay", cfg.layer_lr_decay, 1.0), ("dropout", cfg.dropout, None),
+        ("attention_dropout", cfg.attention_dropout, None), ("reinit_pooler", cfg.reinit_pooler, False),
+        ("freeze_word_embeddings", cfg.freeze_word_embeddings, False), ("early_stopping", cfg.early_stopping, None),
+        ("peft", cfg.peft.method, "none"), ("memory_budget", cfg.compute.memory_budget, None),
+        ("class_weights", o.class_weights, None), ("doc_pooling", o.doc_pooling, "truncate"),
+        ("eval_every", cfg.eval_every, "epoch")) if value != default}
+    if differ:
+        raise SystemExit(f"{cfg.name}: the Trainer side does not reproduce {differ}; parity needs them at their "
+                         "defaults")
+
+
 def run_bertkit(task: str, args, out: Path) -> dict:
     cfg = recipe(task, args)
+    same_method(cfg)
     cmd = [sys.executable, "-m", "bertkit.cli", "finetune", task, "--model", args.model, "--seeds", args.seeds,
            "--data-dir", cfg.data_dir, "--precision", args.precision, "--output-dir", str(out)]
     for name in ("max_train_samples", "max_eval_samples", "epochs"):
@@ -80,16 +98,19 @@ def trainer_seed(task: str, args, seed: int) -> dict:
         set_seed,
     )
 
-    from bertkit.data import load_classification_data
     from bertkit.device import choose_precision, default_device
     from bertkit.models import load_tokenizer, resolve_model
+    from bertkit.tasks import get_task
 
     t0 = time.perf_counter()
     cfg = recipe(task, args)
-    train, evals, labels = load_classification_data(cfg)
+    same_method(cfg)
+    task_class = get_task(cfg.task).resolve(cfg.task_options)  # e.g. SequenceRegression for STS-B
+    train, evals, labels = task_class.load_data(cfg)
     split, dev = next(iter(evals.items()))
     tok = load_tokenizer(cfg.model)
-    regression = cfg.problem_type == "regression"
+    problem_type = cfg.task_options.problem_type
+    regression = problem_type == "regression"
 
     def encode(ds):
         pair = "text_pair" in ds.column_names
@@ -108,21 +129,22 @@ def trainer_seed(task: str, args, seed: int) -> dict:
                                                                                                       pred))}
 
     device = default_device()
-    precision = choose_precision(cfg.precision, device).precision
+    precision = choose_precision(cfg.compute.precision, device).precision
     set_seed(seed)  # before the new head is initialised, as bertkit does
     model = AutoModelForSequenceClassification.from_pretrained(
         resolve_model(cfg.model)[0], num_labels=len(labels), id2label=dict(enumerate(labels)),
-        problem_type=cfg.problem_type)
+        problem_type=problem_type)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out, per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
             per_device_eval_batch_size=cfg.eval_batch_size, learning_rate=cfg.lr, num_train_epochs=cfg.epochs,
             warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True,
-            metric_for_best_model=cfg.main_metric, greater_is_better=True, save_only_model=True,
+            metric_for_best_model=cfg.main_metric, save_only_model=True,
+            greater_is_better=cfg.main_metric not in task_class.lower_is_better,
             bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.type == "cpu", seed=seed,
             data_seed=seed, report_to="none", logging_strategy="epoch", disable_tqdm=True,
-            train_sampling_strategy="group_by_length" if cfg.group_by_length else "random")
+            train_sampling_strategy="group_by_length" if cfg.compute.group_by_length else "random")
         trainer = Trainer(model=model, args=targs, train_dataset=encode(train), eval_dataset=encode(dev),
                           data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
         trainer.train()
