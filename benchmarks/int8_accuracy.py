@@ -1,7 +1,7 @@
 """What int8 costs in accuracy: a fine-tuned SST-2 run scored on the whole dev set (872 sentences) with torch
 (fp32), ONNX Runtime fp32 and ONNX Runtime int8 (`bertkit export --quantize int8`: dynamic quantisation, int8
 weights with a scale per output channel, activations quantised per batch; and, for comparison, one scale per
-weight matrix), through the same adapter encoding and scoring as `bertkit evaluate`.
+weight matrix), through the same task encoding and scoring as `bertkit evaluate`.
 Prints the accuracies, the change against torch in points, the agreement with torch's labels and the largest logit
 difference.
 
@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 from onnx_setup import default_data_dir, exports  # noqa: E402
 
 from bertkit.config import load_recipe  # noqa: E402
-from bertkit.export.runtime import load_onnx_adapter  # noqa: E402
+from bertkit.export.runtime import load_onnx_task  # noqa: E402
 from bertkit.metrics import resolve_metrics  # noqa: E402
-from bertkit.tasks import adapter_for_checkpoint  # noqa: E402
+from bertkit.tasks import load_task  # noqa: E402
 from bertkit.utils import hardware  # noqa: E402
 
 
@@ -39,20 +39,19 @@ def main() -> None:
     folder = args.exports or tempfile.mkdtemp(prefix="bertkit-int8-")
     fp32, int8, int8_tensor = exports(args.model, folder, per_tensor=True)
 
-    torch_adapter = adapter_for_checkpoint(args.model)
+    torch_task = load_task(args.model)
     cfg = load_recipe("sst2", {"data_dir": args.data_dir})
-    examples = type(torch_adapter).load_split(cfg, "dev", torch_adapter.label_names)
-    features = torch_adapter.encode(examples)
-    hooks = resolve_metrics(["accuracy"], builtins=torch_adapter.metric_builtins,
-                            num_labels=len(torch_adapter.label_names))
+    examples = type(torch_task).load_split(cfg, "dev", torch_task.label_names)
+    features = torch_task.encode(examples)
+    hooks = resolve_metrics(["accuracy"], builtins=torch_task.metric_builtins, num_labels=len(torch_task.label_names))
     rows = {}
-    for name, adapter in (("torch fp32", torch_adapter), ("onnx fp32", load_onnx_adapter(fp32)),
-                          ("onnx int8 (bertkit's default: per-channel)", load_onnx_adapter(int8)),
-                          ("onnx int8, per-tensor", load_onnx_adapter(int8_tensor))):
+    for name, task in (("torch fp32", torch_task), ("onnx fp32", load_onnx_task(fp32)),
+                       ("onnx int8 (bertkit's default: per-channel)", load_onnx_task(int8)),
+                       ("onnx int8, per-tensor", load_onnx_task(int8_tensor))):
         t0 = time.perf_counter()
-        outputs = adapter.infer(features, args.batch_size, "fp32")
+        outputs = task.infer(features, args.batch_size, "fp32")
         seconds = time.perf_counter() - t0
-        metrics, predictions = adapter.score(outputs, examples, features, hooks)
+        metrics, predictions = task.score(outputs, examples, features, hooks)
         rows[name] = (metrics["accuracy"], [p["label"] for p in predictions],
                       np.stack([o["logits"] for o in outputs]), seconds)
 

@@ -1,7 +1,7 @@
 """ONNX Runtime (fp32, int8) against torch for `predict` and `extract`, sentences/s on SST-2 dev sentences.
 
 One process, the same fine-tuned run, one configuration at a time, each warmed up then timed `--repeats` times
-(median). predict: `adapter.predict(texts)` (tokenise, length-sorted batches of 64, softmax); extract:
+(median). predict: `task.predict(texts)` (tokenise, length-sorted batches of 64, softmax); extract:
 `FeatureExtractor` with layers last4, combine concat, pool mean (float32 vectors per word). torch runs at fp32 and
 at `auto` (bf16 where the CPU has it); the ONNX graphs are `bertkit export` folders (fp32, and int8 by dynamic
 quantisation), run on CPU by onnxruntime with its default threads.
@@ -25,9 +25,9 @@ import torch  # noqa: E402
 from onnx_setup import default_data_dir, dev_sentences, exports  # noqa: E402
 
 from bertkit.device import choose_precision  # noqa: E402
-from bertkit.export.runtime import OnnxFeatureExtractor, load_onnx_adapter  # noqa: E402
+from bertkit.export.runtime import OnnxFeatureExtractor, load_onnx_task  # noqa: E402
 from bertkit.extract import FeatureExtractor  # noqa: E402
-from bertkit.tasks import adapter_for_checkpoint  # noqa: E402
+from bertkit.tasks import load_task  # noqa: E402
 from bertkit.utils import hardware  # noqa: E402
 
 
@@ -56,11 +56,11 @@ def main() -> None:
     fp32, int8 = exports(args.model, args.exports or tempfile.mkdtemp(prefix="bertkit-onnx-"))
     auto = choose_precision("auto", torch.device("cpu")).precision
 
-    adapter = adapter_for_checkpoint(args.model)
-    predict = {f"torch {p}": (lambda p=p: adapter.predict(texts, batch_size=bs, precision=p)) for p in ("fp32", auto)}
+    task = load_task(args.model)
+    predict = {f"torch {p}": (lambda p=p: task.predict(texts, batch_size=bs, precision=p)) for p in ("fp32", auto)}
     for name, folder in (("onnx fp32", fp32), ("onnx int8", int8)):
-        onnx_adapter = load_onnx_adapter(folder)
-        predict[name] = lambda a=onnx_adapter: a.predict(texts, batch_size=bs)
+        onnx_task = load_onnx_task(folder)
+        predict[name] = lambda t=onnx_task: t.predict(texts, batch_size=bs)
     extract = {f"torch {p}": FeatureExtractor(args.model, "last4", "concat", "mean", precision=p, batch_size=bs)
                for p in ("fp32", auto)}
     for name, folder in (("onnx fp32", fp32), ("onnx int8", int8)):
