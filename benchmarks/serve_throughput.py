@@ -6,8 +6,8 @@ its own process on 127.0.0.1 (`--precision fp32` by default, like the pipeline; 
 the clients are asyncio + httpx in this process, each sending its next request as soon as the last is answered, so
 they share the machine's cores with the server (on a 2-core machine the client load is part of what is measured).
 The pipeline row is the same sentences through `pipeline(...)(text)` one call at a time in this process: what a
-user without a server does per request. Every served answer is checked to be its own sentence's, and the labels
-are compared with the pipeline's.
+user without a server does per request (given an export folder, on the run it was exported from). Every served
+answer is checked to be its own sentence's, and the labels are compared with the pipeline's.
 
     python benchmarks/serve_throughput.py --model runs/sst2 --requests 2000                 # the measurement
     python benchmarks/serve_throughput.py --model runs/sst2 --requests 40 --pipeline-requests 20   # smoke
@@ -107,7 +107,10 @@ def main() -> None:
 
     from transformers import pipeline
 
-    path = resolve_model(args.model)[0]
+    from bertkit.export.runtime import is_export, read_export
+
+    # an export folder (--backend onnx) holds no torch weights: the pipeline loads the run it was exported from
+    path = resolve_model(read_export(args.model)["source"] if is_export(args.model) else args.model)[0]
     pipe = pipeline("text-classification", model=path, tokenizer=path, device="cpu")
     for text in texts[:8]:
         pipe(text)  # warm-up
