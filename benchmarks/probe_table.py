@@ -45,7 +45,8 @@ def main() -> None:
 
     cfg = load_recipe("conll2003", {"max_train_samples": args.max_train_samples} if args.max_train_samples else {})
     train, evals, labels = TokenClassification.load_data(cfg)
-    train, valid = train.to_dict(), evals["valid"].to_dict()  # plain lists of words and tags
+    valid = next(iter(evals.values()))  # the recipe's first validation file, as `bertkit probe`
+    train, valid = train.to_dict(), valid.to_dict()  # plain lists of words and tags
     t0 = time.perf_counter()
     fx = FeatureExtractor(args.model, layers="embeddings,all", combine="none", pool="first")  # [words, L + 1, H]
     depth = fx.model.config.num_hidden_layers
@@ -69,7 +70,8 @@ def main() -> None:
                                  mix_layers=len(layers) if combine == "scalar-mix" else 0, epochs=args.epochs,
                                  log=lambda m, title=title: print(f"  [{title}] {m}", flush=True))
         command = (f"bertkit probe conll2003 --model {args.model} --layers {spec} --combine {combine} "
-                   f"--tagger {args.tagger} --hidden {args.hidden} --epochs {args.epochs}")
+                   f"--tagger {args.tagger} --hidden {args.hidden} --epochs {args.epochs}"
+                   + (f" --max-train-samples {args.max_train_samples}" if args.max_train_samples else ""))
         results.append({"row": title, "layers": layers, "combine": combine, "f1": 100 * best["f1"],
                         "layer_weights": best.get("layer_weights"), "seconds": round(time.perf_counter() - t1),
                         "command": command,
