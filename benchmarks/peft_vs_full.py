@@ -57,7 +57,7 @@ def main() -> None:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     from bertkit.utils import hardware
 
-    out = Path(args.output)
+    out = Path(args.output).resolve()  # the runs start in the repository root (cwd=REPO)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     methods = {"full": [], "lora": ["--peft", "lora", "--lora-r", "8", "--lora-alpha", "16", "--lora-target",
                                     "query,value", "--lr", args.lora_lr]}
