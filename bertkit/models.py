@@ -50,10 +50,19 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
 
 
 def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
+    """The checkpoint's tokenizer, giving token type ids exactly when its model family reads them
+    (`families.fit_tokenizer`)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .families import fit_tokenizer
 
     path, local = resolve_model(name)
     try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
     except OSError as e:
         raise BertkitError(f"cannot load the tokenizer of '{name}': {str(e).splitlines()[0]}") from None
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=local, trust_remote_code=False)
+    except (OSError, ValueError):  # a tokenizer without a model config: as it is
+        return tokenizer
+    return fit_tokenizer(tokenizer, config)

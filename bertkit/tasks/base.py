@@ -29,6 +29,7 @@ import torch
 
 from ..config import load_run_config
 from ..errors import BertkitError, DataError
+from ..families import fit_tokenizer
 from ..inference import forward_all
 from ..models import load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
@@ -71,7 +72,7 @@ class Task:
 
     def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None,
                  options=None):
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer = model, fit_tokenizer(tokenizer, model.config)  # token type ids as it reads them
         self.options = options if options is not None else self.Options()
         self.source = getattr(model.config, "_name_or_path", "")  # what it was loaded from (from_pretrained: name)
         self.max_length = max_length or self.default_max_length

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import BertkitError
+from ..families import FAMILIES, token_types
 
 CASING_TYPES = 4  # word casing as a token type id: 0 no capital, 1 Capitalised, 2 ALL CAPS (2+ letters), 3 mixed
 
@@ -44,9 +45,11 @@ def add_casing_types(model, tokenizer) -> None:
     """Grow the token type table to CASING_TYPES rows, each a copy of row 0 (no-op when it has them already),
     and mark the config."""
     table = getattr(getattr(model.base_model, "embeddings", None), "token_type_embeddings", None)
-    if table is None or "token_type_ids" not in tokenizer.model_input_names:
-        raise BertkitError(f"ner_casing needs a model with token type embeddings (BERT-style); "
-                           f"{type(model).__name__} has none")
+    if not token_types(model.config) or table is None or "token_type_ids" not in tokenizer.model_input_names:
+        readers = ", ".join(n for n, f in FAMILIES.items() if f.token_types)
+        raise BertkitError(f"casing gives each word's casing as its token type id, and {model.config.model_type} "
+                           f"models ({type(model).__name__}) read no token type ids; casing is for uncased "
+                           f"checkpoints of families that do ({readers})")
     if table.num_embeddings < CASING_TYPES:
         grown = torch.nn.Embedding(CASING_TYPES, table.embedding_dim, device=table.weight.device,
                                    dtype=table.weight.dtype)

@@ -36,6 +36,7 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 
 from ..data.conll import load_conll_data, load_conll_split
 from ..errors import BertkitError
+from ..families import words_tokenizer
 from ..feature_cache import cached_map
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
@@ -114,6 +115,7 @@ class TokenClassification(Task):
         self.max_length = self.max_length or getattr(self.model.config, "bertkit_max_length", 128)
         if not self.tokenizer.is_fast:
             raise BertkitError("token classification needs a fast (Rust) tokenizer to map word pieces to words")
+        self.tokenizer = words_tokenizer(self.tokenizer, model.config)  # words are given pre-split
         self.budget = self.max_length - 2  # pieces per window, without [CLS] and [SEP]
         self.window_overlap = self.budget // 2 if o.window_overlap is None else o.window_overlap
         if self.budget < 1 or not 0 <= self.window_overlap < self.budget:
