@@ -14,7 +14,8 @@ What it changes, in this order (the order fixes which random numbers each one dr
    changed, so saved files keep the checkpoint's rates (undone: the old rates);
 4. `gradient_checkpointing`: transformers' own, non-reentrant (undone: off again);
 5. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
-   while training, the kept heap in bf16), each checked to have taken effect and undone by its own code;
+   while training, the kept heap in bf16), each checked to have taken effect and undone by its own code; only those
+   measured on the model's family (`bertkit.families`: BERT's), none for the others (one log line says so);
 6. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
    training finished), every parameter trainable as before.
 Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention); the
@@ -29,14 +30,15 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
+from .. import families
 from ..errors import BertkitError
 
 
 def reinit_pooler(model) -> None:
     """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
-    pooler = getattr(model.base_model, "pooler", None)
+    pooler = families.pooler(model)
     if pooler is None:
-        raise BertkitError("reinit_pooler: this model has no pooler (only heads that read the pooled [CLS] use one)")
+        raise BertkitError(f"reinit_pooler: {families.no_pooler_reason(model)}")
     for module in pooler.modules():
         if isinstance(module, torch.nn.Linear):
             module.weight.data.normal_(0.0, model.config.initializer_range)
@@ -108,12 +110,15 @@ def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=pri
             enable_checkpointing(model)
             undo.callback(disable_checkpointing, model)
             applied.append("gradient_checkpointing")
-        if cpu:
+        measured, compute = families.cpu_speedups(model.config), cfg.compute
+        wanted = {"fast_dropout": compute.fast_dropout, "keep_heap": compute.keep_heap and precision == "bf16"}
+        if cpu and any(wanted.values()) and not measured:
+            log(f"cpu speed-ups: none for {model.config.model_type} models (measured on BERT only, docs/speed.md)")
+        elif cpu:
             from ..cpu import cpu_speedups
 
-            compute = cfg.compute
-            applied += undo.enter_context(cpu_speedups(model, compute.fast_dropout,
-                                                       compute.keep_heap and precision == "bf16", log))
+            applied += undo.enter_context(cpu_speedups(model, wanted["fast_dropout"] and "fast_dropout" in measured,
+                                                       wanted["keep_heap"] and "keep_heap" in measured, log))
         if cfg.peft.method != "none":
             from . import lora
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from .. import families
 from ..errors import BertkitError
 
 ADAPTER = "adapter"  # the sub-folder of a run folder that keeps the adapter
@@ -30,8 +31,8 @@ def head_modules(task, model) -> list[str]:
     weights (peft's IA³ merges only such layers)."""
     encoder = getattr(model, "base_model_prefix", "")
     parts = [(name, child) for name, child in model.named_children() if name != encoder]
-    pooler = getattr(getattr(model, encoder, None), "pooler", None)
-    if task.uses_pooler and pooler is not None:
+    pooler = families.pooler(model)
+    if task.uses_pooler and pooler is not None and all(child is not pooler for _, child in parts):
         parts.append(("pooler", pooler))
     return [f"{name}.{leaf}".rstrip(".") for name, child in parts for leaf, module in child.named_modules()
             if any(True for _ in module.parameters(recurse=False))]
@@ -44,7 +45,7 @@ def wrap(task, options, log=print):
     except ImportError:
         raise BertkitError("--peft needs the peft package: pip install 'bertkit[peft]'") from None
     model = task.model
-    targets = list(options.lora_target) or None  # None: peft's choice for the model family
+    targets = list(options.lora_target) or families.lora_targets(model.config)  # None: peft's default
     heads = head_modules(task, model)
     try:
         if options.method == "lora":
