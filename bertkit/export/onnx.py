@@ -49,6 +49,13 @@ SAMPLE = ["a short one", "and a somewhat longer example sentence to pad the firs
 CHECK = ["the film is good", "no", "EU rejects German call to boycott British lamb .", "what is it ?"]
 
 
+def model_inputs(input_ids, attention_mask, token_type_ids=None) -> dict:
+    """The model's keyword inputs; token type ids only where the graph has them (`bertkit.families`: a family that
+    reads none is not given the argument)."""
+    return dict(input_ids=input_ids, attention_mask=attention_mask,
+                **({"token_type_ids": token_type_ids} if token_type_ids is not None else {}))
+
+
 class Head(torch.nn.Module):
     """A task model with plain tensor outputs: (output_keys...) for ONNX."""
 
@@ -57,7 +64,7 @@ class Head(torch.nn.Module):
         self.model, self.keys = model, output_keys
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        out = self.model(**model_inputs(input_ids, attention_mask, token_type_ids))
         return tuple(out[k] for k in self.keys)  # logits [batch, (sequence,) labels] or start/end [batch, sequence]
 
 
@@ -69,7 +76,7 @@ class Features(torch.nn.Module):
         self.model, self.layers = model, layers
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+        hidden = self.model(**model_inputs(input_ids, attention_mask, token_type_ids),
                             output_hidden_states=True).hidden_states  # L+1 × [batch, sequence, H]
         return tuple(hidden[k] for k in self.layers)
 
@@ -107,14 +114,23 @@ def export_graph(module: torch.nn.Module, path: Path, example: dict, output_name
 
 
 def check_graph(module: torch.nn.Module, path: Path, inputs: dict) -> float:
-    """Largest |torch - onnxruntime| over the outputs on `inputs` (another batch and length than the export's)."""
+    """Largest |torch - onnxruntime| over the outputs on `inputs` (another batch and length than the export's), at
+    the real tokens of outputs with a sequence axis: padding positions are never read, and a padding row that
+    attends to nothing (ModernBERT's local attention far past the text) is a different number in each runtime."""
     import onnxruntime as ort
 
     with torch.no_grad():
         expected = [t.float().numpy() for t in module(**inputs)]
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
-    return max(float(np.abs(e - g).max()) for e, g in zip(expected, got, strict=True))
+    mask = inputs["attention_mask"].numpy().astype(bool)  # [batch, (choices,) sequence]
+    diffs = []
+    for e, g in zip(expected, got, strict=True):
+        diff = np.abs(e - g)
+        if diff.shape[:mask.ndim] == mask.shape:
+            diff = diff[mask]  # [real tokens, ...]
+        diffs.append(float(diff.max()))
+    return max(diffs)
 
 
 def quantize_int8(path: Path, per_channel: bool = True) -> None:
@@ -171,7 +187,12 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
             inputs = task.export_inputs if name == "model.onnx" else lambda texts, n: _inputs(tokenizer, texts, n)
             example, check = inputs(SAMPLE, names), inputs(CHECK, names)
             target = Path(scratch) / name
-            export_graph(module, target, example, outputs)
+            try:
+                export_graph(module, target, example, outputs)
+            except Exception as e:  # torch.export / the ONNX translation cannot take an operation of this model
+                kind = (task_model or base).config.model_type
+                raise BertkitError(f"{name}: torch's ONNX exporter cannot export this {kind} model ("
+                                   f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]})") from None
             diff = check_graph(module, target, check)
             if diff > tolerance:
                 raise BertkitError(f"{name}: ONNX Runtime differs from torch by {diff:.2e} (> {tolerance}); "

@@ -111,6 +111,7 @@ class OnnxFeatureExtractor(FeatureExtractor):
                  batch_size: int = 64, max_length: int = 512, threads: int | None = None):
         from transformers import AutoConfig
 
+        from ..families import words_tokenizer
         from ..models import load_tokenizer
 
         info = read_export(folder)
@@ -119,8 +120,8 @@ class OnnxFeatureExtractor(FeatureExtractor):
         self.folder, self.exported = str(folder), info["layers"]
         self.session = session(Path(folder) / "features.onnx", threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
-        self.model, self.tokenizer = None, load_tokenizer(str(folder))
         self.config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        self.model, self.tokenizer = None, words_tokenizer(load_tokenizer(str(folder)), self.config)
         self.device, self.precision = torch.device("cpu"), info["precision"]
         self.batch_size, self.max_length = batch_size, max_length
         self.configure(layers, combine, pool)
