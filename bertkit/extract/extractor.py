@@ -20,6 +20,7 @@ from transformers import AutoModel
 from ..batching import sorted_batches
 from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
+from ..families import words_tokenizer
 from ..models import load_pretrained, load_tokenizer
 from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
 
@@ -51,6 +52,7 @@ class FeatureExtractor:
             self.model, self.tokenizer = model, tokenizer
         self.model.eval()
         self.config = self.model.config
+        self.tokenizer = words_tokenizer(self.tokenizer, self.config)  # sentences come as lists of words
         self.device = torch.device(device) if device else default_device()
         self.model.to(self.device)
         self.precision = choose_precision(precision, self.device).precision

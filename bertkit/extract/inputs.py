@@ -20,7 +20,12 @@ def split_text(text: str, tokenizer=None) -> list[str]:
     """Raw text → words as `bertkit extract` reads a text line: the tokenizer's own pre-tokenizer (white space and
     punctuation, as BERT sees them), or white space without a tokenizer."""
     pre = tokenizer.backend_tokenizer.pre_tokenizer if tokenizer is not None else None
-    return text.split() if pre is None else [w for w, _ in pre.pre_tokenize_str(text)]
+    if pre is None:
+        return text.split()
+    # the pre-tokens' characters, not the pre-tokens: byte-level BPE and sentencepiece write a space into them
+    # ('Ġword', '▁word'), which the tokenizer would read as part of the word
+    words = [text[a:b].strip() for _, (a, b) in pre.pre_tokenize_str(text)]
+    return [w for w in words if w]
 
 
 def detect_format(path: Path) -> str:
