@@ -10,7 +10,8 @@ and the inclusive token range `context_start..context_end` of the context piece.
   context tokens, then only pairs with end ≥ start and at most `max_answer_length` tokens, ranked by
   start logit + end logit;
 - `rank_answers`: an example's answers over all its windows: spans mapped to characters of the original
-  context (so the text is cut from it, spacing and case intact), the same span from overlapping windows kept once
+  context (so the text is cut from it, spacing and case intact; white space at a span's ends, which byte-level and
+  sentencepiece tokens carry, left out), the same span from overlapping windows kept once
   with its best logit, the `n_best` best, each with a probability (softmax over those kept);
 - SQuAD 2.0 (questions may have no answer; BERT §4.3): `null_logit`, the no-answer score of a question (the
   [CLS] "span"), `with_null`, the n best spans against it (null odds = null logit − best span logit), and
@@ -76,6 +77,16 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def trim_span(context: str, start: int, end: int) -> tuple[int, int]:
+    """Character span [start, end) without white space at its ends: byte-level BPE ('Ġred') and sentencepiece
+    ('▁red') tokenizers give a token the offsets of the space before it too."""
+    while start < end and context[start].isspace():
+        start += 1
+    while end > start and context[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answer_length: int = 30) -> list[dict]:
     """The example's best answers over all its windows: [{text, score, logit, start, end}], best first.
 
@@ -86,7 +97,9 @@ def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answ
     for w in windows:
         for logit, s, e in best_spans(w.start_logits, w.end_logits, w.context_start, w.context_end, n_best,
                                       max_answer_length):
-            span = (int(w.offsets[s][0]), int(w.offsets[e][1]))
+            span = trim_span(context, int(w.offsets[s][0]), int(w.offsets[e][1]))
+            if span[0] == span[1]:
+                continue  # white space only (a sentencepiece '▁' piece alone)
             if span not in best or logit > best[span]:
                 best[span] = logit
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:n_best]
