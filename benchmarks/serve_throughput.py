@@ -1,22 +1,25 @@
-"""Serving: requests/s and p50/p99 latency of `bertkit serve` (dynamic batching) at 1, 8 and 64 concurrent clients,
-against one-at-a-time `transformers.pipeline("text-classification")` calls on the same texts.
+"""Serving at the model's own cost: the CPU seconds `bertkit serve` spends per request, read from the server
+process itself, beside what the same texts cost without a server: a one-at-a-time
+`transformers.pipeline("text-classification")` call, and the bare model on length-sorted batches (tokenizer
+included), in fp32 and bf16; with p50/p99 latency and requests/s at 1, 8 and 64 concurrent clients.
 
-Every request is one SST-2 dev sentence (`{"texts": [sentence]}`), cycling through the dev set. The server runs in
-its own process on 127.0.0.1 (`--precision fp32` by default, like the pipeline; `--max-batch 64 --max-wait-ms 5`);
-the clients are asyncio + httpx in this process, each sending its next request as soon as the last is answered, so
-they share the machine's cores with the server (on a 2-core machine the client load is part of what is measured).
-The pipeline row is the same sentences through `pipeline(...)(text)` one call at a time in this process: what a
-user without a server does per request (given an export folder, on the run it was exported from). Every served
-answer is checked to be its own sentence's, and the labels are compared with the pipeline's.
+    python benchmarks/serve_throughput.py --model runs/sst2 --requests 1000                     # the measurement
+    python benchmarks/serve_throughput.py --model runs/sst2 --requests 40 --concurrency 8        # smoke
 
-    python benchmarks/serve_throughput.py --model runs/sst2 --requests 2000                 # the measurement
-    python benchmarks/serve_throughput.py --model runs/sst2 --requests 40 --pipeline-requests 20   # smoke
+Every request is one SST-2 dev sentence (`{"texts": [sentence]}`), cycling through the dev set. Each server
+setting (`--servers`: server flags separated by ';', default its default precision, then --precision fp32) runs in
+its own process on 127.0.0.1 with one intra-op thread (`--threads 1`, as every other row here: CPU seconds then
+count the work, not threads spinning); the load comes from another process (asyncio + httpx clients, each sending
+its next request when the last is answered, every answer checked to be its own sentence's). The server's CPU
+seconds are its utime + stime (/proc/PID/stat, all its threads) over the load, divided by the requests. The
+pipeline and the bare model run in this process, one torch thread, measured with `time.process_time()`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -27,34 +30,41 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from onnx_setup import default_data_dir, dev_sentences  # noqa: E402
 
-from bertkit.models import resolve_model  # noqa: E402
-from bertkit.utils import hardware  # noqa: E402
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process `pid` (all its threads), in seconds."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(model: str, flags: list[str], timeout: float = 180) -> tuple[subprocess.Popen, str]:
+def start_server(model: str, flags: list[str], timeout: float = 180) -> tuple[subprocess.Popen, str, str]:
+    import httpx
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "bertkit.cli", "serve", "--model", model, "--port", str(port),
-                             "--log-level", "warning", *flags])
+                             "--log-level", "warning", "--threads", "1", *flags], stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
+                banner = next((line for line in iter(proc.stderr.readline, "") if "bertkit serve:" in line), "")
+                return proc, url, banner.strip()
         except httpx.TransportError:
             time.sleep(0.25)
     proc.kill()
     raise SystemExit(f"the server did not start within {timeout} s")
 
 
-async def load(url: str, texts: list[str], clients: int, requests: int) -> tuple[float, np.ndarray, dict]:
-    """`requests` requests from `clients` concurrent clients: (seconds, latencies, {text: label})."""
+async def load(url: str, texts: list[str], clients: int, requests: int) -> dict:
+    """`requests` requests from `clients` concurrent clients: seconds, latencies and the labels served."""
+    import httpx
+
     latencies, labels, counter = [], {}, iter(range(requests))
 
     async def client(http):
@@ -72,12 +82,75 @@ async def load(url: str, texts: list[str], clients: int, requests: int) -> tuple
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
         t0 = time.perf_counter()
         await asyncio.wait_for(asyncio.gather(*(client(http) for _ in range(clients))), 3600)
-        return time.perf_counter() - t0, np.array(latencies), labels
+        return {"seconds": time.perf_counter() - t0, "latencies": latencies, "labels": labels}
 
 
-def row(name: str, seconds: float, latencies: np.ndarray) -> str:
-    p50, p99 = np.percentile(latencies, [50, 99]) * 1000
-    return f"| {name} | {len(latencies)} | {len(latencies) / seconds:.1f} | {p50:.1f} | {p99:.1f} |"
+def loader(args) -> None:
+    """The load generator, in its own process: prints its result as JSON."""
+    texts = dev_sentences(args.data_dir)
+    print(json.dumps(asyncio.run(load(args.url, texts, args.clients, args.requests))))
+
+
+def served(model: str, flags: list[str], args, texts: list[str]) -> tuple[list[dict], str, dict]:
+    proc, url, banner = start_server(model, flags)
+    rows, labels = [], {}
+    try:
+        run_load(url, 8, 64, args)  # warm-up
+        for clients in [int(c) for c in args.concurrency.split(",")]:
+            before = cpu_seconds(proc.pid)
+            result = run_load(url, clients, args.requests, args)
+            cpu = cpu_seconds(proc.pid) - before
+            labels.update(result["labels"])
+            p50, p99 = np.percentile(result["latencies"], [50, 99]) * 1000
+            rows.append({"clients": clients, "requests": args.requests, "cpu_ms": 1000 * cpu / args.requests,
+                         "rps": args.requests / result["seconds"], "p50": p50, "p99": p99})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    return rows, banner, labels
+
+
+def run_load(url: str, clients: int, requests: int, args) -> dict:
+    cmd = [sys.executable, __file__, "--loader", "--url", url, "--clients", str(clients), "--requests",
+           str(requests), "--data-dir", args.data_dir, "--model", "-"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def pipeline_cpu(path: str, texts: list[str], n: int) -> tuple[float, list[str]]:
+    """CPU ms per one-at-a-time pipeline call (fp32, one thread), and its labels."""
+    from transformers import pipeline
+
+    pipe = pipeline("text-classification", model=path, tokenizer=path, device="cpu")
+    for text in texts[:8]:
+        pipe(text)  # warm-up
+    labels = []
+    t0 = time.process_time()
+    for i in range(n):
+        labels.append(pipe(texts[i % len(texts)])[0]["label"])
+    return 1000 * (time.process_time() - t0) / n, labels
+
+
+def bare_cpu(path: str, texts: list[str], batch: int, precision: str) -> float:
+    """CPU ms per text of the model on length-sorted batches of `batch` texts, tokenizer included."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+
+    def once():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            for k in range(0, len(order), batch):
+                enc = tok([texts[i] for i in order[k:k + batch]], padding=True, truncation=True, max_length=128,
+                          return_tensors="pt")
+                model(**enc).logits.float().softmax(-1)
+
+    once()  # warm-up
+    t0 = time.process_time()
+    once()
+    return 1000 * (time.process_time() - t0) / len(texts)
 
 
 def main() -> None:
@@ -85,52 +158,50 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="a fine-tuned sequence-classification run folder")
     parser.add_argument("--data-dir", default=default_data_dir())
     parser.add_argument("--concurrency", default="1,8,64", help="client counts, comma-separated")
-    parser.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
-    parser.add_argument("--pipeline-requests", type=int, help="one-at-a-time pipeline calls (default --requests)")
-    parser.add_argument("--precision", default="fp32", help="the server's --precision (default fp32, as pipeline)")
-    parser.add_argument("--server-flags", default="--max-batch 64 --max-wait-ms 5",
-                        help="more `bertkit serve` flags, e.g. '--backend onnx' with an export folder as --model")
+    parser.add_argument("--requests", type=int, default=1000, help="requests per concurrency level")
+    parser.add_argument("--pipeline-requests", type=int, default=400, help="one-at-a-time pipeline calls")
+    parser.add_argument("--servers", default=";--precision fp32",
+                        help="server settings to measure, ';'-separated `bertkit serve` flags (default: its "
+                             "default, then --precision fp32); an export folder as --model needs --backend onnx")
+    parser.add_argument("--loader", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--clients", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    texts = dev_sentences(args.data_dir)
-    proc, url = start_server(args.model, ["--precision", args.precision, *args.server_flags.split()])
-    lines, served = [], {}
-    try:
-        asyncio.run(load(url, texts, 8, 64))  # warm-up
-        for clients in [int(c) for c in args.concurrency.split(",")]:
-            seconds, latencies, labels = asyncio.run(load(url, texts, clients, args.requests))
-            served.update(labels)
-            lines.append(row(f"bertkit serve, {clients} client{'s' if clients > 1 else ''}", seconds, latencies))
-        health = httpx.get(url + "/health", timeout=10).json()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-
-    from transformers import pipeline
+    if args.loader:
+        return loader(args)
+    import torch
 
     from bertkit.export.runtime import is_export, read_export
+    from bertkit.models import resolve_model
+    from bertkit.utils import hardware
 
-    # an export folder (--backend onnx) holds no torch weights: the pipeline loads the run it was exported from
+    torch.set_num_threads(1)
+    texts = dev_sentences(args.data_dir)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = ["| setting | clients | requests | CPU ms per request (per text) | requests/s | p50 ms | p99 ms |",
+             "|---|---|---|---|---|---|---|"]
+    all_labels, banners = {}, []
+    for flags in args.servers.split(";"):
+        rows, banner, labels = served(args.model, flags.split(), args, texts)
+        banners.append(banner)
+        all_labels[flags or "default"] = labels
+        for r in rows:
+            lines.append(f"| serve {flags or '(default)'} | {r['clients']} | {r['requests']} | {r['cpu_ms']:.2f} | "
+                         f"{r['rps']:.1f} | {r['p50']:.1f} | {r['p99']:.1f} |")
     path = resolve_model(read_export(args.model)["source"] if is_export(args.model) else args.model)[0]
-    pipe = pipeline("text-classification", model=path, tokenizer=path, device="cpu")
-    for text in texts[:8]:
-        pipe(text)  # warm-up
-    latencies, agree, n = [], 0, args.pipeline_requests or args.requests
-    t0 = time.perf_counter()
-    for i in range(n):
-        text = texts[i % len(texts)]
-        t = time.perf_counter()
-        label = pipe(text)[0]["label"]
-        latencies.append(time.perf_counter() - t)
-        agree += served.get(text, label) == label
-    lines.append(row("pipeline, one call at a time", time.perf_counter() - t0, np.array(latencies)))
-
-    print(f"\nServing {args.model} ({args.precision}, {args.server_flags}), one SST-2 dev sentence per request; "
-          f"{hardware()}; {health['batches']} model calls for {health['items']} items "
-          f"({health['items'] / max(health['batches'], 1):.1f} per call); pipeline labels equal the server's on "
-          f"{agree} of {n}")
-    print("| setting | requests | requests/s | p50 ms | p99 ms |")
-    print("|---|---|---|---|---|")
-    print("\n".join(lines))
+    pipe_ms, pipe_labels = pipeline_cpu(path, texts, args.pipeline_requests)
+    lines.append(f"| pipeline, one call at a time, fp32 | 1 | {args.pipeline_requests} | {pipe_ms:.2f} | | | |")
+    for precision in ("fp32", "bf16"):
+        for batch in (16, 64):
+            ms = bare_cpu(path, texts, batch, precision)
+            lines.append(f"| bare model, sorted batches of {batch}, {precision} | | {len(texts)} texts | {ms:.2f} "
+                         "| | | |")
+    agree = {name: sum(labels.get(t) == pipe_labels[i] for i, t in enumerate(texts[:args.pipeline_requests])
+                       if t in labels) for name, labels in all_labels.items()}
+    head = (f"`python {' '.join(sys.argv)}` — {started}; {hardware()}; one thread everywhere; the served labels "
+            f"agree with the fp32 pipeline's on {agree} of {args.pipeline_requests} sentences.\n\n"
+            + "\n".join(f"- {b}" for b in banners if b) + "\n\n")
+    print(head + "\n".join(lines))
 
 
 if __name__ == "__main__":
