@@ -26,6 +26,9 @@ Facts, one each:
 - `pooler`: where the pre-trained pooled-[CLS] layer (dense + tanh) is, for heads that read one (`reinit_pooler`,
   and LoRA trains it in full); families without one put a dense layer of their own in the head;
 - `cls_token`: the first token, whose vector is the "[CLS]" vector (`--pool cls`); position 0 in every family here;
+- `word_marker`: the piece that alone only marks where a word starts (sentencepiece '▁', byte-level 'Ġ'; WordPiece
+  has none): a word whose first piece it is (a rare first letter: '▁' 'Z' 'q' ...) is labelled and predicted by
+  NER at its next piece, the bare marker being context (`word_marker_id`);
 - `cpu_speedups`: the CPU training speed-ups of `bertkit/cpu` measured on this family (docs/speed.md measured them
   on BERT only: every other family gets none);
 - `lora_targets`: the layers LoRA adapts by default where peft has no default for the family.
@@ -47,6 +50,7 @@ class Family:
     pooler: str | None = None  # the pooled-[CLS] layer under the task model, where its head reads one
     head_dense: str = ""  # where the head's own dense layer is, for families without a pooler (error messages)
     cls_token: str = "[CLS]"  # the first token (position 0): the sentence vector of `--pool cls`
+    word_marker: str | None = None  # the piece that only marks a word's start (sentencepiece '▁', byte-level 'Ġ')
     cpu_speedups: tuple[str, ...] = ()  # measured on this family
     lora_targets: tuple[str, ...] | None = None  # None: peft's default for the family
     known: bool = True
@@ -55,14 +59,15 @@ class Family:
 FAMILIES = {f.name: f for f in (
     Family("bert", token_types=True, pooler="base_model.pooler", cpu_speedups=SPEEDUPS),
     Family("electra", token_types=True, head_dense="classifier.dense"),
-    Family("albert", token_types=True, pooler="base_model.pooler", lora_targets=("query", "value")),
-    Family("deberta-v2", token_types=True, pooler="pooler"),
+    Family("albert", token_types=True, pooler="base_model.pooler", word_marker="▁", lora_targets=("query", "value")),
+    Family("deberta-v2", token_types=True, pooler="pooler", word_marker="▁"),
     Family("roberta", token_types=False, prefix_space=True, pooler="base_model.pooler",
-           head_dense="classifier.dense", cls_token="<s>"),
+           head_dense="classifier.dense", cls_token="<s>", word_marker="Ġ"),
     Family("xlm-roberta", token_types=False, pooler="base_model.pooler", head_dense="classifier.dense",
-           cls_token="<s>"),
+           cls_token="<s>", word_marker="▁"),
     Family("distilbert", token_types=False, head_dense="pre_classifier", lora_targets=("q_lin", "v_lin")),
-    Family("modernbert", token_types=False, prefix_space=True, head_dense="head.dense", lora_targets=("Wqkv",)),
+    Family("modernbert", token_types=False, prefix_space=True, head_dense="head.dense", word_marker="Ġ",
+           lora_targets=("Wqkv",)),
 )}
 UNKNOWN = Family("", token_types=True, pooler="base_model.pooler", known=False)
 
@@ -126,6 +131,16 @@ def _pre_tokenizers(pre) -> list:
                 return parts
             i += 1
     return [pre]
+
+
+def word_marker_id(tokenizer, config) -> int | None:
+    """The id of the family's bare word-start piece ('▁' alone, 'Ġ' alone) in `tokenizer`, None where the family
+    has none (WordPiece) or the vocabulary lacks it. NER does not read a word from it (`token_classification`)."""
+    marker = family(config).word_marker
+    if marker is None:
+        return None
+    found = tokenizer.convert_tokens_to_ids(marker)
+    return None if found is None or found == tokenizer.unk_token_id else found
 
 
 def pooler(model):

@@ -3,6 +3,8 @@
 Input `[CLS] w1.p1 w1.p2 w2.p1 ... [SEP]` → BERT → dropout → linear → logits per word piece. As in the BERT paper
 (§5.3), a word is trained on and predicted from its first word piece; the word's other pieces get label -100 (left
 out of the loss), or, with `label_all_pieces`, the word's tag (`I-T` on the continuation pieces of a `B-T` word).
+A sentencepiece '▁' or byte-level 'Ġ' piece alone, which only marks where a word starts (`bertkit.families`), is
+not the word's first piece: it is read as context, as [CLS] is, and the word's next piece is its first.
 
 Sentences longer than `max_length` pieces are not truncated: they are cut into overlapping windows of whole words,
 and each word takes its prediction from the window where it has the most context (`windows.py`); every input word
@@ -36,7 +38,7 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 
 from ..data.conll import load_conll_data, load_conll_split
 from ..errors import BertkitError
-from ..families import words_tokenizer
+from ..families import word_marker_id, words_tokenizer
 from ..feature_cache import cached_map
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
@@ -158,7 +160,8 @@ class TokenClassification(Task):
             examples = examples.add_column("context_left", left).add_column("context_right", right)
         settings = dict(tokenizer=self.tokenizer, budget=self.budget, overlap=self.window_overlap,
                         label2id=self.label2id, rest=rest, context=self.context,
-                        casing=self.casing)  # passed, not captured (`self` holds the model)
+                        casing=self.casing, marker=word_marker_id(self.tokenizer, self.model.config))
+        # (passed, not captured: `self` holds the model)
         identity = {"adapter": type(self).__name__, **{k: v for k, v in settings.items() if k != "tokenizer"}}
         return cached_map(examples, _encode_batch, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
                           desc="tokenize" if len(examples) > 10_000 else None)
@@ -311,10 +314,12 @@ def _tag_id(tag, label2id: dict) -> int:
 
 
 def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None,
-                  context: int = 0, casing: bool = False):
+                  context: int = 0, casing: bool = False, marker: int | None = None):
     """`TokenClassification.encode` on a batch of sentences: [CLS] [left context] pieces [right context] [SEP] per
     window of whole words; the context pieces have no word and no label. Token type ids: 0, or with `casing`
-    each piece's word's casing (0 on [CLS] and [SEP])."""
+    each piece's word's casing (0 on [CLS] and [SEP]). `marker`: the id of the family's bare word-start piece
+    (sentencepiece '▁', byte-level 'Ġ'): where a word begins with it and has more pieces, it has no word and no
+    label either, and the word's next piece is its first."""
     has_tags = "tags" in batch
     segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
     enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
@@ -330,6 +335,7 @@ def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id
                            "example_id", "length", *(("labels",) if has_tags else ()))}
     for i, words in enumerate(batch["tokens"]):
         pieces = _word_pieces(enc, i, len(words), budget, tokenizer.unk_token_id)
+        lead = [int(marker is not None and len(p) > 1 and p[0] == marker) for p in pieces]  # a bare '▁' first
         tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
         word_type = [word_casing(w) if casing else 0 for w in words]
         for start, end in word_windows([len(p) for p in pieces], budget, overlap):
@@ -351,13 +357,13 @@ def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id
             if segments:
                 out["token_type_ids"].append([0, *types, 0])
             out["attention_mask"].append([1] * len(ids))
-            word_ids = [w for w in words_in for _ in pieces[w]]
+            word_ids = [-1 if k < lead[w] else w for w in words_in for k in range(len(pieces[w]))]
             out["word_ids"].append([-1] * (1 + n_left) + word_ids + [-1] * (1 + n_right))
             out["example_id"].append(indices[i])
             out["length"].append(len(ids))
             if has_tags:  # the tag on a word's first piece; -100 (left out of the loss) or `rest` on the others
-                labels = [x for w in words_in for x in [tags[w]] + [rest[tags[w]] if rest else -100] *
-                          (len(pieces[w]) - 1)]
+                labels = [x for w in words_in for x in [-100] * lead[w] + [tags[w]] +
+                          [rest[tags[w]] if rest else -100] * (len(pieces[w]) - 1 - lead[w])]
                 out["labels"].append([-100] * (1 + n_left) + labels + [-100] * (1 + n_right))
     return out
 
