@@ -2,8 +2,9 @@
 
 `cached_map(examples, function, identity)` is `examples.map(function, batched=True)` whose result is stored as an
 Arrow file under the cache folder, named by a hash of everything that decides it: the examples' content, the
-tokenizer (its full serialised form), and `identity` (adapter class, max length, window settings, bertkit's
-version). A second run with the same data and settings memory-maps that file instead of tokenising again.
+tokenizer (its full serialised form and the inputs it gives), and `identity` (adapter class, max length, window
+settings, bertkit's version). A second run with the same data and settings memory-maps that file instead of
+tokenising again.
 
 Folder: `$BERTKIT_CACHE`, else `$XDG_CACHE_HOME/bertkit/features`, else `~/.cache/bertkit/features`;
 `BERTKIT_CACHE=off` keeps everything in memory. `datasets` writes the file under a temporary name and renames
@@ -21,7 +22,7 @@ from pathlib import Path
 import datasets
 import pyarrow as pa
 
-FORMAT = 1  # bump when an adapter's encoding changes, so old cache entries are not reused
+FORMAT = 2  # bump when an adapter's encoding changes, so old cache entries are not reused (2: NER's bare '▁' pieces)
 
 
 _OFF = [False]  # `disable()`: this process caches nothing (a server's request batches)
@@ -54,6 +55,7 @@ def content_hash(examples: datasets.Dataset, tokenizer, identity: dict) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     h.update((backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))).encode())
     h.update(json.dumps({**identity, "tokenizer": type(tokenizer).__name__, "format": FORMAT,
+                         "inputs": list(getattr(tokenizer, "model_input_names", [])),  # token type ids or not
                          "bertkit": __version__}, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
 
