@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import datasets
@@ -382,7 +383,7 @@ class SequenceClassification(Task):
     def describe(self) -> dict:
         return {"pairs": self.pairs, "problem_type": self.problem_type}
 
-    @property
+    @cached_property
     def pairs(self) -> bool | None:
         """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
         if self.source and (Path(self.source) / "config.yaml").is_file():
