@@ -53,6 +53,11 @@ class Compute:
                                     "(avx512_bf16, AMX) measured faster than fp32, else fp32 (docs/scaling.md).",
                             choices=["auto", "fp32", "bf16", "fp16"])
     group_by_length: bool = option(True, "Batch examples of similar length together (fewer pad tokens).")
+    pad_to_multiple: int | None = option(None, "Pad each training and evaluation batch to a multiple of this many "
+                                               "word pieces (default: 8 on a GPU, for its tensor cores; on a CPU 32 "
+                                               "when max_length is above 128, else none: fewer distinct batch "
+                                               "shapes bound the memory that CPU kernels and the allocator keep per "
+                                               "shape, docs/memory.md).")
     compile: bool = option(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the "
                                   "first steps are slow while it compiles.")
     fast_dropout: bool = option(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-"
@@ -69,6 +74,8 @@ class Compute:
                                              "effective batch; a run that cannot fit stops before training.")
 
     def validate(self, source: str) -> None:
+        if self.pad_to_multiple is not None and self.pad_to_multiple <= 0:
+            raise BertkitError(f"{source}: 'pad_to_multiple' must be positive")
         if self.memory_budget is not None:
             from .training.budget import parse_size
 

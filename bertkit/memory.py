@@ -1,9 +1,12 @@
 """Peak memory of each phase of a run: the process's peak resident set and, on CUDA, torch's peak allocated and
 reserved memory.
 
-On Linux the kernel keeps the peak resident set of a process (`VmHWM` in /proc/self/status) and resets it when
-asked (writing 5 to /proc/self/clear_refs), so each phase gets its own peak; elsewhere the phases report the peak
-so far (`resource.getrusage`, which cannot be reset). CUDA's peaks are reset per phase by torch.
+A daemon thread samples the resident set every 5 ms (Linux: /proc/self/statm) and keeps the highest value since the
+phase began, so each phase gets its own peak without touching the kernel's own counter (`VmHWM`, which
+`/usr/bin/time -v` and getrusage report: resetting it would hide the process's true peak from them). A peak shorter
+than the sampling interval can be missed; the process's whole-run peak is also read from `VmHWM`. Where there is no
+/proc (not Linux) the phases report the process's peak so far (getrusage). CUDA's peaks are reset per phase by
+torch.
 
 Example:
 ```python
@@ -17,13 +20,18 @@ True
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 GIB = 1024**3
-STATUS, CLEAR_REFS = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+STATUS, STATM = Path("/proc/self/status"), "/proc/self/statm"
+INTERVAL = 0.005  # seconds between samples
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _status_kib(field: str) -> int | None:
@@ -36,27 +44,73 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
+def _rss_bytes() -> int | None:
+    try:
+        with open(STATM, "rb") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def rss_gib() -> float:
     """The resident set now."""
-    kib = _status_kib("VmRSS")
-    return round(kib * 1024 / GIB, 3) if kib is not None else float("nan")
+    got = _rss_bytes()
+    return round(got / GIB, 3) if got is not None else float("nan")
 
 
-def peak_rss_gib() -> float:
-    """The peak resident set since the last `reset_peak` (or since the process started)."""
+def process_peak_gib() -> float:
+    """The process's peak resident set since it started (the kernel's VmHWM; getrusage where there is no /proc)."""
     kib = _status_kib("VmHWM")
     if kib is None:  # not Linux: ru_maxrss is KiB on Linux, bytes on macOS
         kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // (1024 if sys.platform == "darwin" else 1)
     return round(kib * 1024 / GIB, 3)
 
 
+class _Sampler(threading.Thread):
+    """The highest resident set seen since `reset`, sampled every INTERVAL seconds."""
+
+    def __init__(self):
+        super().__init__(name="bertkit-memory", daemon=True)
+        self.high = _rss_bytes() or 0
+
+    def run(self) -> None:
+        while True:
+            now = _rss_bytes() or 0
+            if now > self.high:
+                self.high = now
+            time.sleep(INTERVAL)
+
+    def reset(self) -> None:
+        self.high = _rss_bytes() or 0
+
+    def peak(self) -> int:
+        return max(self.high, _rss_bytes() or 0)
+
+
+_SAMPLER: list[_Sampler] = []
+
+
+def _sampler() -> _Sampler | None:
+    if not _SAMPLER and _rss_bytes() is not None:
+        _SAMPLER.append(_Sampler())
+        _SAMPLER[0].start()
+    return _SAMPLER[0] if _SAMPLER else None
+
+
 def reset_peak() -> bool:
-    """Start a new peak from the resident set now; False where the kernel does not offer it."""
-    try:
-        CLEAR_REFS.write_text("5")
-        return True
-    except OSError:
+    """Start a new peak from the resident set now; False where it cannot be sampled (then peaks are the
+    process's so far)."""
+    sampler = _sampler()
+    if sampler is None:
         return False
+    sampler.reset()
+    return True
+
+
+def peak_rss_gib() -> float:
+    """The peak resident set since the last `reset_peak` (or since the process started)."""
+    sampler = _sampler()
+    return round(sampler.peak() / GIB, 3) if sampler is not None else process_peak_gib()
 
 
 class MemoryLog:
@@ -85,8 +139,9 @@ class MemoryLog:
         finally:
             self.record(name)
 
-    def record(self, name: str) -> None:
-        """The peaks since the phase began, kept under `name`."""
+    def record(self, name: str) -> dict:
+        """The peaks since the phase began, kept under `name` (the highest of its stretches); returns this
+        stretch's."""
         got = {"peak_rss_gib": peak_rss_gib()}
         if self.cuda:
             import torch
@@ -95,6 +150,7 @@ class MemoryLog:
                        cuda_reserved_gib=round(torch.cuda.max_memory_reserved() / GIB, 3))
         old = self.phases.get(name, {})
         self.phases[name] = {k: max(v, old.get(k, v)) for k, v in got.items()}
+        return got
 
     def summary(self) -> dict:
         """{peak_rss_gib (the highest of the phases), (cuda peaks), phases: {name: peaks}, per_phase: bool}."""
@@ -104,6 +160,7 @@ class MemoryLog:
                 out[key] = max(p[key] for p in self.phases.values())
         out["phases"] = dict(self.phases)
         out["per_phase"] = self.resets  # False: each phase's figure is the process's peak so far
+        out["process_peak_gib"] = process_peak_gib()
         return out
 
     def line(self) -> str:

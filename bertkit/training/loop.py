@@ -126,8 +126,9 @@ class Trainer:
         with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
             features = self.task.encode(train)
             eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
-        if acc.device.type == "cuda":
-            self.task.pad_to_multiple_of(8)
+        multiple = cfg.compute.pad_to_multiple or default_pad_multiple(acc.device.type, cfg.max_length)
+        if multiple:
+            self.task.pad_to_multiple_of(multiple)
         cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
         self.budget_plan = None
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
@@ -243,7 +244,8 @@ class Trainer:
     def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
         """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes;
         stop every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate,
-        examples/s, mean gradient norm (before clipping) and how many steps were clipped."""
+        examples/s, mean gradient norm (before clipping), how many steps were clipped and the peak memory since the
+        last line."""
         n, since = self._since_log
         if n == 0:
             return
@@ -257,10 +259,12 @@ class Trainer:
         rate = n * self.cfg.batch_size * acc.num_processes / (now - since)
         norm_sum, clipped, steps = self._grad_stats.tolist()
         grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
+        peak = self.memory.record("training")  # this stretch's peak: memory that grows with the run shows here
+        self.memory.reset_peak()
         bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
         if acc.is_main_process:
             append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss, "lr": lr,
-                                                               "examples_per_s": rate, **grads})
+                                                               "examples_per_s": rate, **grads, **peak})
         if self.cfg.report_to:
             acc.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
                      **{f"train/{k}": v for k, v in grads.items()}}, step=step)
@@ -368,3 +372,13 @@ def trained_config(config: RunConfig, task) -> RunConfig:
     values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
                   task_options=to_dict(task.run_options()))
     return resolve([(values, "the trained task", False)])
+
+
+def default_pad_multiple(device: str, max_length: int) -> int | None:
+    """8 on a GPU (tensor-core shapes). On a CPU, inputs longer than 128 word pieces are padded to a multiple of 32:
+    every distinct batch length costs memory that the CPU kernels' caches and the allocator keep, so a run whose
+    lengths vary over hundreds of values grows for hundreds of steps (docs/memory.md); at most max_length / 32
+    shapes bound it. Short inputs keep their exact length (padding them would cost more compute than it saves)."""
+    if device == "cuda":
+        return 8
+    return 32 if device == "cpu" and max_length > 128 else None
