@@ -7,8 +7,8 @@ A hook is called as `hook(predictions, references) -> dict[str, float]`. `resolv
   names `exact`, `f1`, `best_f1`, ..., see `SQUAD_V2_BUILTIN`; regression: `pearson`, `spearman`, `mse`, see
   `REGRESSION_BUILTIN`; multi-label: `micro_f1`, `macro_f1`, `subset_accuracy`, see `MULTI_LABEL_BUILTIN`);
 - an `evaluate.EvaluationModule` instance (e.g. `evaluate.load("glue", "mrpc")` when online);
-- a local metric script's path, passed to `evaluate.load`; a hub metric's name only with `allow_hub=True`
-  (`--allow-hub-metrics`): evaluate.load downloads its code and runs it;
+- a local metric script's path, passed to `evaluate.load`; a hub metric's name only from Python with `allow_hub=True`
+  (no flag or recipe key allows it: evaluate.load downloads its code and runs it);
 - a callable `(predictions, references) -> dict`.
 
 Example:
@@ -59,8 +59,8 @@ def resolve_metric(spec, builtins: dict | None = None, allow_hub: bool = False, 
     if isinstance(spec, str):
         if not Path(spec).exists() and not allow_hub:
             raise BertkitError(f"metric '{spec}' is not one of this task's ({', '.join(builtins)}) nor a local metric "
-                               "script (a name from the Hugging Face hub is loaded only with allow_hub=True: "
-                               "evaluate.load downloads its code and runs it)")
+                               "script (a hub metric runs downloaded code: load it in Python, "
+                               "resolve_metrics([evaluate.load(name)]), and pass it as metric_hooks)")
         try:
             return _from_module(evaluate.load(spec))
         except Exception as e:
