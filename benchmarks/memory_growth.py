@@ -8,8 +8,10 @@ shapes to tell the causes apart (docs/memory.md has the table):
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 python benchmarks/memory_growth.py    # no oneDNN primitive cache
     ROUND=64 python benchmarks/memory_growth.py                             # lengths rounded up to a multiple of 64
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python benchmarks/memory_growth.py   # jemalloc
+    KEEP_HEAP=1 TRIM_EVERY=10 python benchmarks/memory_growth.py            # bertkit's kept heap, trimmed every 10
 
-Environment: STEPS (default 70), BS (batch, default 16), DTYPE (bf16 or fp32), ROUND (default 1).
+Environment: STEPS (default 70), BS (batch, default 16), DTYPE (bf16 or fp32), ROUND (default 1), KEEP_HEAP
+(bertkit/cpu/heap.py's keep_heap, default 0), TRIM_EVERY (malloc_trim every N steps, default 0: never).
 """
 
 import ctypes
@@ -23,6 +25,7 @@ import torch
 from transformers import AutoModelForQuestionAnswering
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bertkit.cpu import heap as bertkit_heap  # noqa: E402
 from bertkit.memory import process_peak_gib, rss_gib  # noqa: E402
 from bertkit.models import resolve_model  # noqa: E402
 
@@ -43,6 +46,9 @@ def heap() -> tuple:
 def main() -> None:
     steps, batch = int(os.environ.get("STEPS", "70")), int(os.environ.get("BS", "16"))
     round_to, bf16 = int(os.environ.get("ROUND", "1")), os.environ.get("DTYPE", "bf16") == "bf16"
+    trim_every = int(os.environ.get("TRIM_EVERY", "0"))
+    if os.environ.get("KEEP_HEAP") == "1":
+        assert bertkit_heap.keep_heap()
     torch.manual_seed(0)
     random.seed(0)
     model = AutoModelForQuestionAnswering.from_pretrained(resolve_model("minilm-l6")[0]).train()
@@ -59,6 +65,8 @@ def main() -> None:
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if trim_every and (step + 1) % trim_every == 0:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         if step % 10 == 0:
             print(step, length, rss_gib(), process_peak_gib(), round(time.time() - t0), heap(), flush=True)
 
