@@ -383,6 +383,15 @@ def write_swag(directory: Path, n_train: int = 160, n_dev: int = 40, seed: int =
 
 
 @pytest.fixture(autouse=True)
+def feature_cache_on(monkeypatch):
+    """`bertkit serve` turns the feature cache off for the rest of its process; a test that runs serve in-process
+    must not turn it off for the tests after it."""
+    from bertkit import feature_cache
+
+    monkeypatch.setattr(feature_cache, "_OFF", [False])
+
+
+@pytest.fixture(autouse=True)
 def one_precision_per_test():
     """accelerate keeps one mixed precision per process (bertkit says so and stops, as a notebook must restart to
     change it); tests train in several precisions in one process, so each test starts with accelerate's state

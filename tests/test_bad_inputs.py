@@ -103,7 +103,7 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--train-file", "x.tsv"],
      "--train-file names one task's data"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "mrpc,qqp", "--data-dir",
-      str(DATA)], "no GLUE task has data here (mrpc: no local data (hub offline); qqp: no local data"),
+      str(DATA)], "no GLUE task has data here (mrpc: no mrpc/ folder in --data-dir; qqp: no qqp/ folder"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "cola,squad"],
      "unknown GLUE task(s) squad"),
     (SST2 + [str(GOOD / "dev.tsv"), "--tasks", "cola"], "--tasks is for `bertkit finetune glue` only"),

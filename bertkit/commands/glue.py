@@ -3,9 +3,10 @@ as the BERT paper's Table 1 (Devlin et al. 2019).
 
 For each task (`--tasks` to choose) the recipe is loaded with the command line's flags on top (`--model`, `--seeds`,
 `--epochs`, ...; flags that name a task's files, columns or labels are refused) and run into `<output_dir>/<task>/`
-exactly as `bertkit finetune <task>` would. Data: `--data-dir ROOT/<task>/` (a root with one folder per task), else
-`$BERTKIT_DATA_DIR/<task>/`, else the hub's GLUE copy when online; a task with a validation file but no training file
-(QNLI here) is trained and measured on that file cut in two (`--carve-eval`, default 20 %), which the table marks.
+exactly as `bertkit finetune <task>` would. Data: `--data-dir ROOT/<task>/` (a root with one folder per task; given,
+it is the only place looked at), else `$BERTKIT_DATA_DIR/<task>/`, else the hub's GLUE copy when online; a task
+with a validation file but no training file (QNLI here) is trained and measured on that file cut in two
+(`--carve-eval`, default 20 %), which the table marks.
 A task without data is listed as such. Resumable task by task: with `--resume`, a task whose `metrics.json`
 (`summary.json` with --seeds) exists is not run again and an interrupted one resumes from its checkpoint.
 
@@ -173,6 +174,10 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
         folder = root / task
         local = {"data_dir": str(Path(data_root) / task)} if data_root and (Path(data_root) / task).is_dir() else {}
         cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)})
+        if data_root and not local:  # --data-dir is the only local root asked for: not $BERTKIT_DATA_DIR
+            print(f"glue: {task}: skipped (no {task}/ folder in --data-dir {data_root})")
+            sources[task] = f"no {task}/ folder in --data-dir"
+            continue
         kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
         if kind is None:
             print(f"glue: {task}: skipped ({sources[task]})")
