@@ -113,3 +113,36 @@ def test_trainer_trains_with_the_rates_and_saves_the_checkpoints_own(tiny_bert, 
 def test_dropout_rates_are_checked(value):
     with pytest.raises(BertkitError, match="'attention_dropout' must be in"):
         load_recipe("sst2", {"attention_dropout": value})
+
+
+def test_model_changes_are_undone_exactly_also_when_training_raises(tiny_bert):
+    """Every change training makes (dropout rates, frozen embeddings, gradient checkpointing, the CPU speed-ups with
+    the kept heap) is undone on the way out of `model_changes` when the block raises: the same module types, rates,
+    trainable flags, forward and weights."""
+    import torch
+
+    from bertkit.config import run_config
+    from bertkit.tasks import SequenceClassification
+    from bertkit.training.changes import model_changes
+
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    model = task.model
+
+    def snapshot():
+        return ([(name, type(m).__name__, getattr(m, "p", None)) for name, m in model.named_modules()],
+                {n: p.requires_grad for n, p in model.named_parameters()},
+                any(getattr(m, "gradient_checkpointing", False) for m in model.modules()),
+                model.config._attn_implementation, "forward" in model.__dict__,
+                {k: v.clone() for k, v in model.state_dict().items()})
+
+    before = snapshot()
+    cfg = run_config(name="sst2", label_names=["negative", "positive"], precision="bf16", dropout=0.3,
+                     attention_dropout=0.05, freeze_word_embeddings=True, gradient_checkpointing=True)
+    with pytest.raises(RuntimeError, match="stopped inside"):
+        with model_changes(task, cfg, cpu=True, precision="bf16", log=lambda _: None) as applied:
+            assert {"freeze_word_embeddings", "dropout", "gradient_checkpointing", "fast_dropout"} <= set(applied)
+            assert snapshot()[:3] != before[:3]  # the changes took effect inside
+            raise RuntimeError("stopped inside")
+    after = snapshot()
+    assert after[:5] == before[:5]
+    assert after[5].keys() == before[5].keys() and all(torch.equal(after[5][k], before[5][k]) for k in before[5])
