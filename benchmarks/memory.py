@@ -10,7 +10,8 @@ on both sides. Measured in the child process itself: the peak resident set of th
 peak, `bertkit.memory`; model loading and data preparation are not in it) and of the whole process (getrusage), and
 the training examples/s. `bert-base` is a randomly initialised BERT-base-sized config (12 × 768; memory and speed do
 not depend on the weights) with the packaged MiniLM's vocabulary. bertkit's variants: its defaults, `--no-keep-heap`,
-`--gradient-checkpointing`, `--no-fast-dropout` (fused SDPA attention instead of the unfused one) and LoRA (r 8).
+`--gradient-checkpointing`, `--no-fast-dropout` (fused SDPA attention instead of the unfused one), LoRA (r 8) and
+`--memory-budget 8GB` (the chosen micro-batch × accumulation in the row).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parent.parent
 VARIANTS = {"default": {}, "no-keep-heap": {"keep_heap": False}, "checkpointing": {"gradient_checkpointing": True},
-            "sdpa": {"fast_dropout": False}, "lora": {"peft": "lora"}}
+            "sdpa": {"fast_dropout": False}, "lora": {"peft": "lora"}, "budget-8GB": {"memory_budget": "8GB"}}
 WORDS = "the film is quite good and the story was really moving but its plot seemed a little slow".split()
 
 
@@ -63,8 +64,11 @@ def child_bertkit(args) -> dict:
     task = SequenceClassification.from_config(cfg, ["a", "b"])
     train = {"text": texts(n, args.length), "label": [i % 2 for i in range(n)]}
     result = Trainer(task, cfg).fit(train, {"dev": {"text": texts(8, 16), "label": [0, 1] * 4}})
+    plan = result["memory"].get("budget_plan")
     return {"train_peak_gib": result["memory"]["phases"]["training"]["peak_rss_gib"],
-            "examples_per_s": result["train"]["examples_per_s"]}
+            "examples_per_s": result["train"]["examples_per_s"],
+            **({"plan": f"{plan['micro_batch']}×{plan['grad_accum']}"
+                        + (", checkpointing" if plan.get("gradient_checkpointing") else "")} if plan else {})}
 
 
 def child_trainer(args) -> dict:
@@ -116,7 +120,8 @@ def table(rows: list[dict]) -> str:
         got = r["result"]
         cells = (f"{got['train_peak_gib']:.2f} | {got['process_peak_gib']:.2f} | {got['examples_per_s']:.1f}"
                  if "error" not in got else f"failed ({got['error']}) | | ")
-        lines.append(f"| {r['model']} | {r['length']} | {r['batch']} | {r['precision']} | {r['run']} | {cells} |")
+        run = r["run"] + (f" (chose {got['plan']})" if "plan" in got else "")
+        lines.append(f"| {r['model']} | {r['length']} | {r['batch']} | {r['precision']} | {run} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +152,8 @@ def main() -> None:
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--variants", default=",".join(VARIANTS), help="bertkit's runs (the Trainer runs once per cell)")
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--trainer", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run transformers' Trainer on each cell (default: yes)")
     p.add_argument("--output", default="docs/memory", help="folder for memory.json, memory.md and memory.png")
     p.add_argument("--child", choices=["bertkit", "trainer"], help=argparse.SUPPRESS)
     for name in ("variant", "model", "out", "precision"):
@@ -170,7 +177,7 @@ def main() -> None:
         for length in map(int, args.lengths.split(",")):
             for batch in map(int, args.batches.split(",")):
                 for precision in args.precisions.split(","):
-                    for run in ["Trainer", *args.variants.split(",")]:
+                    for run in ["Trainer"] * args.trainer + args.variants.split(","):
                         side, variant = ("trainer", "default") if run == "Trainer" else ("bertkit", run)
                         result = run_cell(side, variant, model, length, batch, precision, args.steps)
                         row = {"model": name, "length": length, "batch": batch, "precision": precision,
