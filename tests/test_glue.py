@@ -70,7 +70,7 @@ def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
     assert cells[4] == f"{cola.mean():.1f} ± {cola.std(ddof=1):.1f}" and cells[0] == "—" and "†" in cells[2]
     assert cells[8].endswith("(4 of 9)")
     assert "WNLI (outside the average, as in the paper):" in md and "dev_carved20" in md
-    assert "MRPC: not in the table: no local data (hub offline)" in md
+    assert "MRPC: not in the table: no mrpc/ folder in --data-dir" in md  # --data-dir is the only root looked at
     assert "MNLI-m/mm: not in the table: not run (not in --tasks)" in md
 
 

@@ -110,7 +110,7 @@ def test_squad_v2_recipe_carries_the_squad_settings_over():
     assert read_yaml(recipe_path("squad"))["model_overrides"] == read_yaml(recipe_path("squad_v2"))["model_overrides"]
     assert v2.metrics == ["squad_v2", "best_f1"] and v2.main_metric == "best_f1"
     tuned = load_recipe("squad_v2", {"model": "minilm-l6"})
-    assert (tuned.batch_size, tuned.lr, tuned.epochs, tuned.layer_lr_decay) == (16, 1.5e-4, 3, 0.9)
+    assert (tuned.batch_size, tuned.grad_accum, tuned.lr, tuned.epochs, tuned.layer_lr_decay) == (8, 2, 1.5e-4, 3, 0.9)
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "squad_v2").is_dir(), reason="shared SQuAD 2.0 not available")
