@@ -51,4 +51,32 @@ def test_trainer_keeps_heap_while_training_and_releases_after(tiny_bert, sst2_di
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1, precision="bf16", keep_heap=enabled),
         callbacks=[lambda trainer, state: calls.append("step")])
     steps = calls.count("step")
-    assert steps and calls == (["keep"] + ["step"] * steps + ["release"] if enabled else ["step"] * steps)
+    if not enabled:
+        assert steps and calls == ["step"] * steps
+        return
+    kept = False
+    for call in calls:  # every training step runs with the heap kept; evaluation and saving run with it given back
+        if call == "step":
+            assert kept
+        kept = call == "keep" if call != "step" else kept
+    assert steps and calls[0] == "keep" and calls[-1] == "release" and calls.count("release") >= 2
+
+
+def test_evaluation_and_saving_run_with_the_kept_heap_given_back(monkeypatch):
+    """Between training stretches the kept heap is released (trimmed) and kept again afterwards, also when the
+    block raises; nothing happens where keep_heap was not applied."""
+    from bertkit.cpu import heap
+    from bertkit.training.changes import heap_released
+
+    calls = []
+    monkeypatch.setattr(heap, "release_heap", lambda trim=True: calls.append("release"))
+    monkeypatch.setattr(heap, "keep_heap", lambda: calls.append("keep") or True)
+    with heap_released(["fast_dropout", "keep_heap"]):
+        assert calls == ["release"]
+    assert calls == ["release", "keep"]
+    with pytest.raises(RuntimeError), heap_released(["keep_heap"]):
+        raise RuntimeError
+    assert calls == ["release", "keep", "release", "keep"]
+    with heap_released(["fast_dropout"]):
+        pass
+    assert calls == ["release", "keep", "release", "keep"]

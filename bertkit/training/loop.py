@@ -31,7 +31,7 @@ from ..trackers import check_trackers
 from ..typed import to_dict
 from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
 from . import checkpoints, launch
-from .changes import model_changes
+from .changes import heap_released, model_changes
 from .data import train_loader
 from .evaluation import predict_features
 from .prepare import make_accelerator, prepare
@@ -149,6 +149,7 @@ class Trainer:
         forward = self.task.model.__dict__.get("forward")  # none: the class's (`prepare` may set one)
         try:
             with model_changes(self.task, cfg, cpu, self.precision, self.log) as applied:
+                self._applied = applied
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
@@ -156,7 +157,8 @@ class Trainer:
                          f"({self.precision_choice.reason})" + (f"; model changes: {', '.join(applied)}"
                                                                  if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
-                return self._finish(state, eval_sets, test)
+                with heap_released(self._applied):
+                    return self._finish(state, eval_sets, test)
         finally:  # accelerate sets an autocast wrapper as the model's `forward` (mixed precision): its own again
             own = acc.unwrap_model(self.model) if hasattr(self, "model") else self.task.model
             if forward is None:
@@ -217,11 +219,12 @@ class Trainer:
                 if save:
                     state["train_seconds"] += time.perf_counter() - t0
                     self.memory.record("training")
-                    if evaluate:
-                        done = self._evaluate(state, eval_sets, steps_per_epoch) or done
-                    with self.memory.phase("checkpoint"):
-                        checkpoints.save(acc, self.ckpt_dir, step, {**state, "scheduler": self.scheduler.state_dict()},
-                                         cfg.keep_checkpoints)
+                    with heap_released(self._applied):
+                        if evaluate:
+                            done = self._evaluate(state, eval_sets, steps_per_epoch) or done
+                        with self.memory.phase("checkpoint"):
+                            checkpoints.save(acc, self.ckpt_dir, step,
+                                             {**state, "scheduler": self.scheduler.state_dict()}, cfg.keep_checkpoints)
                     self.model.train()
                     t0 = time.perf_counter()
                     self._since_log = [0, t0]
