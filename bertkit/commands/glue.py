@@ -173,11 +173,11 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
     for task in tasks:
         folder = root / task
         local = {"data_dir": str(Path(data_root) / task)} if data_root and (Path(data_root) / task).is_dir() else {}
-        cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)})
         if data_root and not local:  # --data-dir is the only local root asked for: not $BERTKIT_DATA_DIR
             print(f"glue: {task}: skipped (no {task}/ folder in --data-dir {data_root})")
             sources[task] = f"no {task}/ folder in --data-dir"
             continue
+        cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)})
         kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
         if kind is None:
             print(f"glue: {task}: skipped ({sources[task]})")
