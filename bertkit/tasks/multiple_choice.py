@@ -102,6 +102,15 @@ class MultipleChoice(Task):
     input_fields = {"context": str, "endings": list}
     optional_fields = {"id": str | int, "start": str}
 
+    def __init__(self, model, tokenizer, *args, **kwargs):
+        super().__init__(model, tokenizer, *args, **kwargs)
+        if getattr(model.base_model, "pooler", ...) is None:  # its head reads a pooler the model was built without
+            import transformers
+
+            raise BertkitError(f"{type(model).__name__} of transformers {transformers.__version__} is built without "
+                               "the pooler its head reads (XLM-RoBERTa before transformers 5.14): upgrade "
+                               "transformers (pip install 'transformers>=5.14')")
+
     # --- data ------------------------------------------------------------------------------------------------
     @classmethod
     def _hub(cls, cfg, split: str, n: int | None) -> datasets.Dataset:
