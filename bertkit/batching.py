@@ -33,29 +33,6 @@ def sorted_batches(lengths, batch_size: int) -> list[list[int]]:
     return [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
 
 
-def padding_groups(lengths, counts, batch_size: int, call_cost: float) -> list[list[int]]:
-    """Groups of positions of `lengths` (each a unit of `counts` items, as long as `lengths` says at most) whose
-    padded size is least: the units are sorted longest first and cut into runs where padding the run to its
-    longest costs more than another model call. A run's cost: `call_cost` per model call (one per `batch_size`
-    items) plus its items × its longest length. Exact, by dynamic programming over the cut points (O(units²))."""
-    order = np.argsort(-np.asarray(lengths, dtype=float), kind="stable")
-    size, longest = np.asarray(counts)[order], np.asarray(lengths, dtype=float)[order]
-    n = len(order)
-    best, prev = [0.0] + [float("inf")] * n, [0] * (n + 1)  # best[j]: the least cost of the first j units
-    for j in range(1, n + 1):
-        items = 0
-        for i in range(j - 1, -1, -1):  # the last run is units i..j-1, padded to unit i's length
-            items += int(size[i])
-            cost = best[i] + call_cost * -(-items // batch_size) + items * longest[i]
-            if cost < best[j]:
-                best[j], prev[j] = cost, i
-    cuts = [n]
-    while cuts[-1]:
-        cuts.append(prev[cuts[-1]])
-    cuts.reverse()
-    return [order[a:b].tolist() for a, b in zip(cuts, cuts[1:], strict=False)]
-
-
 class Columns(dict):
     """Feature columns as plain lists, indexed as a `datasets.Dataset` is (a column by name, rows by a list of
     positions): inputs too small to be worth an Arrow table (a prediction request) skip `datasets` altogether."""

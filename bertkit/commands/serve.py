@@ -37,21 +37,18 @@ def run(args: argparse.Namespace) -> int:
                         ("--threads", args.threads or 1)):
         if value < 1:
             raise BertkitError(f"{name} must be at least 1 (got {value})")
-    for name, value in (("--max-wait-ms", args.max_wait_ms), ("--call-cost", args.call_cost)):
-        if value < 0:
-            raise BertkitError(f"{name} must be 0 or more (got {value})")
+    if args.max_wait_ms < 0:
+        raise BertkitError(f"--max-wait-ms must be 0 or more (got {args.max_wait_ms})")
     datasets.disable_progress_bars()
     feature_cache.disable()  # request batches are not worth caching to disk (and would fill it)
     threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
     model_thread = ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")  # loads, warms up and runs the model
     engine = model_thread.submit(Engine, args.model, backend=args.backend, precision=args.precision,
                                  batch_size=args.model_batch, embed_max_length=args.embed_max_length,
-                                 allow_pickle=args.allow_pickle, threads=threads,
-                                 call_chars=args.call_cost).result()
+                                 allow_pickle=args.allow_pickle, threads=threads).result()
     model_thread.submit(engine.warm_up).result()
     print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
-          f"model batches of {engine.batch_size}, requests grouped by length (--call-cost {args.call_cost:g}), "
-          f"{threads} thread(s)", file=sys.stderr, flush=True)
+          f"model batches of {engine.batch_size}, {threads} thread(s)", file=sys.stderr, flush=True)
     app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
                      max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
                      executor=model_thread)
@@ -60,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..serve import CALL_CHARS
-
     p = subparsers.add_parser("serve", help="serve a run over HTTP (predict, embed) with dynamic batching",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint (/embed only), or a "
@@ -75,10 +70,6 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--model-batch", type=int, default=16,
                    help="items per forward pass inside a call, sorted by length (default 16: on a CPU less padding "
                         "per batch costs less than larger batches gain; docs/serve-and-export.md)")
-    p.add_argument("--call-cost", type=float, default=CALL_CHARS, metavar="CHARS",
-                   help="requests of mixed lengths that arrive together run as several model calls, grouped by "
-                        "length, where padding them to the longest would cost more than this many characters per "
-                        f"extra call (default {CALL_CHARS}; 0: one call)")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
                    help="longest wait for a batch to fill after its first request arrives (default 5)")
     p.add_argument("--max-queue", type=int, default=1024, help="items waiting before new requests get 429 "

@@ -17,9 +17,7 @@ import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..batching import padding_groups
 from ..errors import BertkitError
-from . import CALL_CHARS
 
 log = logging.getLogger("bertkit.serve")
 
@@ -37,12 +35,11 @@ class Job:
 
 class Engine:
     def __init__(self, model: str, backend: str = "torch", precision: str = "auto", batch_size: int = 64,
-                 embed_max_length: int = 512, allow_pickle: bool = False, threads: int | None = None,
-                 call_chars: float = CALL_CHARS):
+                 embed_max_length: int = 512, allow_pickle: bool = False, threads: int | None = None):
         """Build, warm up and run it on one thread (`bertkit serve` keeps a single model thread): torch's OpenMP
         threads belong to the thread that starts them. `threads`: intra-op threads of torch / onnxruntime (None:
-        their defaults); `batch_size`: items per model batch inside a call; `call_chars`: see `_padding_groups`."""
-        self.model, self.backend, self.batch_size, self.call_chars = model, backend, batch_size, call_chars
+        their defaults); `batch_size`: items per model batch inside a call."""
+        self.model, self.backend, self.batch_size = model, backend, batch_size
         if backend == "onnx":
             from ..export.runtime import OnnxFeatureExtractor, load_onnx_task, read_export
 
@@ -114,11 +111,10 @@ class Engine:
     # --- batches (on the model thread) ---------------------------------------------------------------------------
     def run(self, jobs: list[Job]) -> None:
         """Fill each job's `result` (one answer per item, in order) or `error`."""
-        keys: dict[tuple, list[Job]] = defaultdict(list)
+        groups: dict[tuple, list[Job]] = defaultdict(list)
         for job in jobs:
-            keys[job.key].append(job)
-        groups = [(key, part) for key, same in keys.items() for part in self._padding_groups(same)]
-        for key, group in groups:
+            groups[job.key].append(job)
+        for key, group in groups.items():
             try:
                 answers = self._call(key, [item for job in group for item in job.items], group[0].options)
             except BertkitError as e:
@@ -138,17 +134,6 @@ class Engine:
                 job.result = [self._format(key, item, answer)
                               for item, answer in zip(job.items, answers[start:start + len(job.items)], strict=True)]
                 start += len(job.items)
-
-    def _padding_groups(self, jobs: list[Job]) -> list[list[Job]]:
-        """Requests of one kind in groups of similar length, each one model call (`padding_groups`): requests that
-        arrive together are of mixed lengths, and padding them all to the longest costs more than a few calls
-        (`call_chars`: what one more model call costs, in padded characters; 0: one group). A request is never
-        split, so a request alone answers exactly as `bertkit predict`."""
-        if self.call_chars <= 0 or len(jobs) < 2:
-            return [jobs]
-        lengths = [max(map(_chars, job.items), default=0) for job in jobs]
-        return [[jobs[i] for i in sorted(group)] for group in
-                padding_groups(lengths, [len(job.items) for job in jobs], self.batch_size, self.call_chars)]
 
     def _call(self, key: tuple, items: list, options: dict) -> list:
         if key[0] == "predict":  # items: the task's input rows
@@ -174,14 +159,6 @@ class _Unlimited:
 
 
 _NO_LIMITS = _Unlimited()
-
-
-def _chars(item) -> int:
-    """The characters of one item's texts (a row's fields, a sentence's words): its length, for grouping."""
-    if isinstance(item, str):
-        return len(item)
-    values = item.values() if isinstance(item, dict) else item
-    return sum(_chars(v) + 1 for v in values if isinstance(v, str | list | tuple | dict))
 
 
 def _locate(e: BertkitError) -> tuple[str, str]:
