@@ -64,7 +64,9 @@ class Compute:
                                       "rescale, drop probability exact to 1/65536) and compute attention unfused "
                                       "(faster backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
     keep_heap: bool = option(True, "bf16 CPU training (Linux, glibc): keep freed memory in the heap between steps, "
-                                   "not unmapped and faulted in again; peak memory can grow; see bertkit/cpu/heap.py.")
+                                   "not unmapped and faulted in again; only for micro-batches of at most 4096 "
+                                   "positions (batch size × max length: above, it holds a quarter more memory; "
+                                   "docs/memory.md); see bertkit/cpu/heap.py.")
     gradient_checkpointing: bool = option(False, "Keep only each transformer layer's input for the backward pass and "
                                                  "compute the rest again (transformers' own, non-reentrant): less "
                                                  "memory, about a third more compute.")

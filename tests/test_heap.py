@@ -80,3 +80,27 @@ def test_evaluation_and_saving_run_with_the_kept_heap_given_back(monkeypatch):
     with heap_released(["fast_dropout"]):
         pass
     assert calls == ["release", "keep", "release", "keep"]
+
+
+@pytest.mark.parametrize("batch, length, kept", [(16, 256, True), (8, 384, True), (16, 384, False)])
+def test_heap_is_kept_only_for_micro_batches_of_at_most_4096_positions(tiny_bert, batch, length, kept):
+    """Above 4096 positions per micro-batch the kept heap held 25 % more memory (docs/memory.md): not applied."""
+    from types import SimpleNamespace
+
+    from bertkit.config import run_config
+    from bertkit.tasks import SequenceClassification
+    from bertkit.training.changes import model_changes
+
+    task = SequenceClassification.from_pretrained(str(tiny_bert), ["a", "b"])
+    cfg = run_config(name="heap", model=str(tiny_bert), batch_size=batch, max_length=length, precision="bf16",
+                     label_names=["a", "b"])
+    lines = []
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(heap, "keep_heap", lambda: calls.append("keep") or True)
+        mp.setattr(heap, "release_heap", lambda: calls.append("release"))
+        with model_changes(SimpleNamespace(model=task.model, uses_pooler=False), cfg, cpu=True, precision="bf16",
+                           log=lines.append) as applied:
+            assert ("keep_heap" in applied) is kept
+    assert (calls == ["keep", "release"]) is kept and (calls == []) is not kept
+    assert any("keep_heap left off for micro-batches of 16 × 384" in line for line in lines) is not kept

@@ -33,6 +33,10 @@ from torch import nn
 from .. import families
 from ..errors import BertkitError
 
+# The kept heap (bf16 CPU) only where a micro-batch holds at most this many positions (batch size × max length):
+# at 8 × 384 it held 1-4 % more memory than without it, at 16 × 384 and 32 × 384 25 % more (docs/memory.md).
+KEEP_HEAP_POSITIONS = 4096
+
 
 def reinit_pooler(model) -> None:
     """Fresh N(0, initializer_range) weights and zero bias for the pooler, from the seeded generator."""
@@ -112,6 +116,11 @@ def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=pri
             applied.append("gradient_checkpointing")
         measured, compute = families.cpu_speedups(model.config), cfg.compute
         wanted = {"fast_dropout": compute.fast_dropout, "keep_heap": compute.keep_heap and precision == "bf16"}
+        if wanted["keep_heap"] and cfg.batch_size * cfg.max_length > KEEP_HEAP_POSITIONS:
+            wanted["keep_heap"] = False
+            if cpu and "keep_heap" in measured:
+                log(f"cpu speed-ups: keep_heap left off for micro-batches of {cfg.batch_size} × {cfg.max_length} "
+                    f"positions (over {KEEP_HEAP_POSITIONS}, the kept heap holds 25 % more memory; docs/memory.md)")
         if cpu and any(wanted.values()) and not measured:
             log(f"cpu speed-ups: none for {model.config.model_type} models (measured on BERT only, docs/speed.md)")
         elif cpu:
