@@ -50,7 +50,7 @@ bench: setup
 bench-deploy: setup
 	$(OFFLINE) $(BIN)/python benchmarks/int8_accuracy.py --model $(RUN) --exports $(RUN)-exports
 	$(OFFLINE) $(BIN)/python benchmarks/onnx_speed.py --model $(RUN) --exports $(RUN)-exports --repeats 3
-	$(OFFLINE) $(BIN)/python benchmarks/serve_throughput.py --model $(RUN) --requests 2000
+	$(OFFLINE) $(BIN)/python benchmarks/serve_throughput.py --model $(RUN)
 
 lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks
