@@ -23,6 +23,7 @@ def load_for_inference(args):
     """The task matching the checkpoint's head, on the best device, with its resolved precision; with
     `--backend onnx`, the export's task answering through ONNX Runtime, and the export's precision."""
     from ..device import choose_precision, default_device
+    from ..precast import precast
     from ..tasks import load_task
 
     if getattr(args, "backend", "torch") == "onnx":
@@ -35,8 +36,10 @@ def load_for_inference(args):
 
     task = load_task(args.model, allow_pickle=args.allow_pickle)
     device = default_device()
-    task.model.to(device)
-    return task, choose_precision(args.precision, device).precision
+    task.model.to(device).eval()
+    precision = choose_precision(args.precision, device).precision
+    precast(task.model, precision)  # the linear weights in bf16 once, not at every batch (same answers)
+    return task, precision
 
 
 def model_task(argv: list[str] | None):

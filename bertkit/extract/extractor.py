@@ -22,6 +22,7 @@ from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
 from ..families import words_tokenizer
 from ..models import load_pretrained, load_tokenizer
+from ..precast import precast
 from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
 
 
@@ -56,6 +57,8 @@ class FeatureExtractor:
         self.device = torch.device(device) if device else default_device()
         self.model.to(self.device)
         self.precision = choose_precision(precision, self.device).precision
+        if isinstance(model, str):  # its own model, only for inference: the linear weights in bf16 once
+            precast(self.model, self.precision)
         self.batch_size, self.max_length = batch_size, max_length
         self.configure(layers, combine, pool)
 

@@ -57,6 +57,7 @@ class Engine:
 
             from ..device import choose_precision, default_device
             from ..extract import FeatureExtractor
+            from ..precast import precast
             from ..tasks import head_task, load_task
 
             if threads:
@@ -67,6 +68,7 @@ class Engine:
             self.task = load_task(model, allow_pickle) if head_task(model) else None
             if self.task is not None:
                 self.task.model.to(device).eval()
+                precast(self.task.model, self.precision)  # the linear weights in bf16 once, not at every call
                 base, tokenizer = self.task.model.base_model, self.task.tokenizer
                 self.extractor = FeatureExtractor(base, "last", precision=self.precision, batch_size=batch_size,
                                                   max_length=embed_max_length, device=str(device), tokenizer=tokenizer)
