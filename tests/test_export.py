@@ -148,7 +148,7 @@ def test_int8_export_runs_and_answers(tmp_path_factory, tiny_bert, tmp_path, cap
     info = json.loads((int8 / "export.json").read_text())
     assert info["precision"] == "int8" and info["quantize"] == "int8"
     assert (int8 / "model.onnx").stat().st_size < 0.5 * (fp32 / "model.onnx").stat().st_size
-    got = cli_predict(int8, SENTENCES, tmp_path, "--backend", "onnx", "--probs")
+    got = cli_predict(int8, SENTENCES, tmp_path, "--probs")  # --backend auto: an export folder runs on onnx
     assert [g["text"] for g in got] == SENTENCES
     assert all(g["label"] in ("negative", "positive") and sum(g["probabilities"].values()) == pytest.approx(1)
                for g in got)
@@ -158,7 +158,7 @@ def test_int8_export_runs_and_answers(tmp_path_factory, tiny_bert, tmp_path, cap
                for x, y in zip(a.infer(features), b.infer(features), strict=True))
     assert 0 < diff < 1  # quantised, and still close to the fp32 graph
     data = tmp_path_factory.getbasetemp() / "deploy-runs" / "data-sst2"
-    assert main(["evaluate", "--model", str(int8), "--backend", "onnx", "--task", "sst2", "--data-dir", str(data),
+    assert main(["evaluate", "--model", str(int8), "--task", "sst2", "--data-dir", str(data),
                  "--output", str(tmp_path / "eval.json")]) == 0
     result = json.loads((tmp_path / "eval.json").read_text())
     assert result["precision"] == "int8" and result["examples"] == 64
@@ -175,7 +175,7 @@ def test_serve_backend_onnx_answers_as_torch(tmp_path_factory, tiny_bert, tmp_pa
     run, out = exported(tmp_path_factory, tiny_bert, "sst2")
     expected = cli_predict(run, SENTENCES, tmp_path, "--probs")
     reference = cli_extract(run, SENTENCES, tmp_path, "--layers", "last", "--pool", "first")
-    with server(out, "--backend", "onnx") as (url, _):
+    with server(out) as (url, _):  # --backend auto: onnx for an export folder
         r = httpx.post(url + "/predict", json={"texts": SENTENCES, "probs": True}, timeout=60)
         assert r.status_code == 200, r.text
         for e, g in zip(expected, r.json()["predictions"], strict=True):

@@ -15,18 +15,28 @@ def add_inference_flags(p: argparse.ArgumentParser) -> None:
                         "(fp16 on older GPUs)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="also load pickle (.bin) weights; only for checkpoints you trust")
-    p.add_argument("--backend", default="torch", choices=["torch", "onnx"],
-                   help="onnx: run a `bertkit export` folder (--model) with ONNX Runtime on CPU (default torch)")
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx"],
+                   help="auto (default): ONNX Runtime on CPU for a `bertkit export` folder, torch for anything else")
+
+
+def resolve_backend(backend: str, model: str) -> str:
+    """`--backend auto`: onnx for a `bertkit export` folder (it has export.json), torch for anything else."""
+    if backend != "auto":
+        return backend
+    from ..export.runtime import is_export
+
+    return "onnx" if is_export(model) else "torch"
 
 
 def load_for_inference(args):
-    """The task matching the checkpoint's head, on the best device, with its resolved precision; with
-    `--backend onnx`, the export's task answering through ONNX Runtime, and the export's precision."""
+    """The task matching the checkpoint's head, on the best device, with its resolved precision; for an export
+    folder (`--backend auto` or onnx), the export's task answering through ONNX Runtime, and the export's
+    precision."""
     from ..device import choose_precision, default_device
     from ..precast import precast
     from ..tasks import load_task
 
-    if getattr(args, "backend", "torch") == "onnx":
+    if resolve_backend(getattr(args, "backend", "torch"), args.model) == "onnx":
         from ..export.runtime import load_onnx_task, read_export
 
         if args.precision not in ("auto", "fp32"):

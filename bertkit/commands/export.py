@@ -1,5 +1,5 @@
 """`bertkit export --model RUN_DIR --format onnx --output DIR [--quantize int8]`: a run (or any BERT checkpoint) as
-ONNX graphs for ONNX Runtime, checked against torch; `bertkit predict|evaluate|serve --backend onnx --model DIR`
+ONNX graphs for ONNX Runtime, checked against torch; `bertkit predict|evaluate|serve --model DIR`
 run them (see `bertkit/export/onnx.py` for the folder's layout)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 EXAMPLE = """example:
   bertkit export --model runs/sst2 --format onnx --output runs/sst2-onnx
   bertkit export --model runs/sst2 --format onnx --output runs/sst2-int8 --quantize int8
-  echo "a gripping, funny film" | bertkit predict --model runs/sst2-onnx --backend onnx --input -
+  echo "a gripping, funny film" | bertkit predict --model runs/sst2-onnx --input -    # runs on ONNX Runtime
   bertkit export --model minilm-l6 --format onnx --output minilm-onnx --layers last4   # feature extraction only
 """
 

@@ -10,7 +10,7 @@ EXAMPLE = """example:
   curl -s localhost:8080/predict -H 'content-type: application/json' -d '{"texts": ["a gripping, funny film"]}'
   curl -s localhost:8080/embed -H 'content-type: application/json' \\
       -d '{"texts": ["EU rejects German call"], "layers": "last4", "pool": "mean"}'
-  bertkit serve --model runs/sst2-onnx --backend onnx        # a `bertkit export` folder on ONNX Runtime
+  bertkit serve --model runs/sst2-int8        # a `bertkit export` folder: on ONNX Runtime (--backend auto)
 endpoints: POST /predict (the run's task, as bertkit predict), POST /embed (as bertkit extract), GET /health,
 GET /metadata, GET /openapi.json (schema), GET /docs.
 """
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.app import create_app
     from ..serve.engine import Engine
     from ..serve.schemas import Limits
+    from .common import resolve_backend
 
     for name, value in (("--max-batch", args.max_batch), ("--model-batch", args.model_batch),
                         ("--max-queue", args.max_queue),
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     feature_cache.disable()  # request batches are not worth caching to disk (and would fill it)
     threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
     model_thread = ThreadPoolExecutor(1, thread_name_prefix="bertkit-model")  # loads, warms up and runs the model
-    engine = model_thread.submit(Engine, args.model, backend=args.backend, precision=args.precision,
+    backend = resolve_backend(args.backend, args.model)
+    engine = model_thread.submit(Engine, args.model, backend=backend, precision=args.precision,
                                  batch_size=args.model_batch, embed_max_length=args.embed_max_length,
                                  allow_pickle=args.allow_pickle, threads=threads).result()
     model_thread.submit(engine.warm_up).result()
@@ -60,10 +62,11 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("serve", help="serve a run over HTTP (predict, embed) with dynamic batching",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint (/embed only), or a "
-                                                  "`bertkit export` folder with --backend onnx")
+                                                  "`bertkit export` folder (run on ONNX Runtime)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    p.add_argument("--backend", default="torch", choices=["torch", "onnx"], help="torch, or onnx (ONNX Runtime)")
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx"],
+                   help="auto (default): onnx (ONNX Runtime) for a `bertkit export` folder, torch for anything else")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
     p.add_argument("--max-batch", type=int, default=64, help="items gathered into one model call (default 64)")
