@@ -1,5 +1,6 @@
 """Record every recipe's metrics on the fixed tiny model (tests/conftest.py `recipe_fingerprint`) with the bertkit
-that is importable, into tests/data/recipe_metrics.json under the installed torch/transformers versions; used to
+that is importable, into tests/data/recipe_metrics.json under the installed torch/transformers versions and this
+CPU (the last bits of a float differ between CPU kinds: their matrix kernels sum in other orders); used to
 record the values of bertkit 0.2.0 that tests/test_recipe_parity.py compares against:
 
     git worktree add /tmp/bertkit-0.2.0 d26f4fc
@@ -39,7 +40,7 @@ def main() -> None:
     conftest = _conftest()
     out_file = HERE / "data" / "recipe_metrics.json"
     recorded = json.loads(out_file.read_text()) if out_file.is_file() else {}
-    key = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    key = f"torch {torch.__version__}, transformers {transformers.__version__}, {hardware()}"  # floats differ by CPU
     with tempfile.TemporaryDirectory() as tmp:
         model = conftest.make_fixed_tiny_bert(Path(tmp) / "tiny")
         values = {r: conftest.recipe_fingerprint(r, model, Path(tmp)) for r in conftest.PARITY_RECIPES}
