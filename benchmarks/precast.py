@@ -31,7 +31,7 @@ def main() -> None:
     from bertkit.tasks import load_task
 
     torch.set_num_threads(1)
-    rows = [{"text": t} for t in dev_sentences(args.data_dir)[: args.texts]]
+    rows = [{"text": t} for t in dev_sentences(args.data_dir, args.texts)]
     autocast_each_call, cast_once = load_task(args.model), load_task(args.model)
     autocast_each_call.model.eval()
     cast_once.model.eval()
