@@ -127,3 +127,8 @@ def autocast(precision: str, device: torch.device):
     """The autocast context of `precision` on `device` (no-op for fp32)."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def probe_ids(model, device: torch.device) -> torch.Tensor:
+    """A dummy input for one check forward pass of `model`'s encoder: [1, 8] token ids 1..8 (within its vocabulary)."""
+    return torch.arange(8).remainder(model.config.vocab_size - 1).add(1).unsqueeze(0).to(device)  # [1, 8]

@@ -21,7 +21,7 @@ import logging
 import torch
 from torch import nn
 
-from .device import autocast
+from .device import autocast, probe_ids
 
 log = logging.getLogger(__name__)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -29,7 +29,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def _probe(model, device, precision) -> torch.Tensor:
     encoder = getattr(model, "base_model", model)
-    ids = torch.arange(8).remainder(model.config.vocab_size - 1).add(1).unsqueeze(0).to(device)  # [1, 8]
+    ids = probe_ids(model, device)  # [1, 8]
     with torch.no_grad(), autocast(precision, device):
         out = encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
     return out[0].float()  # [1, 8, hidden]

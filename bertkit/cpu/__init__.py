@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 import torch
 
+from ..device import probe_ids
 from . import dropout as _dropout
 from . import heap as _heap
 
@@ -32,11 +33,10 @@ def _probe(model) -> None:
     leaving every random state and the model's mode as they were."""
     encoder = getattr(model, "base_model", model)
     was_training = encoder.training
-    vocab = model.config.vocab_size
-    ids = torch.arange(8).remainder(vocab - 1).add(1).unsqueeze(0)  # [1, 8], ids 1..8
     device = next(model.parameters()).device
+    ids = probe_ids(model, device)  # [1, 8], ids 1..8
     with torch.random.fork_rng(devices=[]), torch.no_grad():
-        encoder.train()(input_ids=ids.to(device), attention_mask=torch.ones_like(ids, device=device))
+        encoder.train()(input_ids=ids, attention_mask=torch.ones_like(ids))
     encoder.train(was_training)
 
 
