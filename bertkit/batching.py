@@ -51,3 +51,14 @@ def take_rows(features, idx: list[int]) -> list[dict]:
     """Rows `idx` of a datasets.Dataset as dicts, in order, from one Arrow take (cheaper than row by row)."""
     columns = features[idx]  # {column: [value per row]}
     return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
+def unbatch(adapter, arrays: dict, idx: list[int], lengths, results: list, reduce=None) -> None:
+    """Scatter one batch's outputs `arrays` ({key: [batch, (sequence,) ...]} padded, rows for features `idx`) into
+    `results`: one dict per feature, cut to its length on the adapter's `sequence_outputs`, then `reduce`d
+    (`Task.output_reducer`)."""
+    for j, i in enumerate(idx):
+        row = {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j] for k, a in arrays.items()}
+        if results[i] is not None:
+            raise RuntimeError(f"inference: feature {i} came back twice")
+        results[i] = reduce(i, row) if reduce else row

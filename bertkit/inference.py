@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .batching import sorted_batches, take_rows
+from .batching import sorted_batches, take_rows, unbatch
 from .device import autocast
 
 
@@ -17,7 +17,8 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
 
     Returns one dict per feature, in input order, of the adapter's `output_keys`, each cut to the feature's own
     length where it has a sequence axis: a sequence classifier's logits are (num_labels,), a token classifier's
-    (length, num_labels), QA start/end logits (length,).
+    (length, num_labels), QA start/end logits (length,); an adapter with an `output_reducer` gets what that keeps
+    (QA: each window's answer candidates).
     """
     from tqdm.auto import tqdm
 
@@ -27,12 +28,12 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
     batches = sorted_batches(lengths, batch_size)
     model.eval()
     results: list = [None] * len(lengths)
+    reduce = adapter.output_reducer(features)
     for idx in tqdm(batches, desc="evaluate", disable=not progress or None, leave=False, unit="batch"):
         batch = adapter.collate(take_rows(features, idx))
         batch = {k: v.to(device) for k, v in batch.items() if k not in adapter.label_keys}
         with autocast(precision, device):
             out = model(**batch)
         arrays = {k: out[k].float().cpu().numpy() for k in adapter.output_keys}  # [batch, (seq,) ...] padded
-        for j, i in enumerate(idx):
-            results[i] = {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j] for k, a in arrays.items()}
+        unbatch(adapter, arrays, idx, lengths, results, reduce)
     return results

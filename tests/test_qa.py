@@ -221,3 +221,25 @@ def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
     src.write_text('{"question": "who?", "context": "Ann."}\n{"question": "what?"}\n')
     assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
     assert 'q.jsonl, line 2, field "context": missing field' in capsys.readouterr().err
+
+
+def test_evaluation_keeps_candidates_not_logits_with_the_same_answers(qa_run, squad_dir, monkeypatch):
+    """forward_all keeps each window's answer candidates (a bounded n_best a side), and the answers from them are
+    exactly those from the full start/end logits, several-window questions included."""
+    from bertkit.inference import forward_all
+    from bertkit.tasks import load_task
+    from bertkit.tasks.question_answering import QuestionAnswering
+
+    out, _ = qa_run
+    task = load_task(str(out))
+    cfg = load_recipe("squad", {"data_dir": str(squad_dir), "max_length": 64})
+    examples = task.load_split(cfg, "validation", [])
+    features = task.encode(examples)
+    assert len(features) > len(examples)  # some questions take several windows
+    kept = forward_all(task, features, 8)
+    assert all(set(o) == {"start_top", "start_top_logits", "end_top", "end_top_logits", "cls_logits"} and
+               len(o["start_top"]) <= task.n_best for o in kept)
+    monkeypatch.setattr(QuestionAnswering, "output_reducer", lambda self, features: None)
+    full = forward_all(task, features, 8)
+    assert all(len(o["start_logits"]) == n for o, n in zip(full, features["length"], strict=True))
+    assert task.answers(kept, examples, features) == task.answers(full, examples, features)

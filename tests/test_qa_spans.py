@@ -5,7 +5,16 @@ import numpy as np
 import pytest
 
 from bertkit.errors import BertkitError
-from bertkit.tasks.qa_spans import Window, best_spans, label_window, rank_answers
+from bertkit.tasks.qa_spans import (
+    Window,
+    best_spans,
+    candidate_spans,
+    candidates,
+    label_window,
+    null_logit,
+    rank_answers,
+    rank_candidates,
+)
 
 
 def window(tokens, context_start, context_end, start=None, end=None):
@@ -105,3 +114,38 @@ def test_long_questions_are_cut_and_overlap_must_fit(tiny_bert):
     assert qa._cut_questions(["  one two three four five six "]) == ["one two three four"]
     with pytest.raises(BertkitError, match="window_overlap 21 must be smaller .* = 21"):  # 32 - 8 - 3 special
         QuestionAnswering.from_pretrained(str(tiny_bert), max_length=32, window_overlap=21, max_question_length=8)
+
+
+def reference_best_spans(start_logits, end_logits, context_start, context_end, n_best, max_answer_length):
+    """best_spans as it was before windows were kept as candidates (0.2.0): from the full logits."""
+    if context_end < context_start:
+        return []
+    context = np.arange(context_start, context_end + 1)
+    top_start = context[np.argsort(-start_logits[context], kind="stable")[:n_best]]
+    top_end = context[np.argsort(-end_logits[context], kind="stable")[:n_best]]
+    scores = start_logits[top_start][:, None] + end_logits[top_end][None, :]
+    length = top_end[None, :] - top_start[:, None] + 1
+    si, ei = np.nonzero((length >= 1) & (length <= max_answer_length))
+    order = np.argsort(-scores[si, ei], kind="stable")[:n_best]
+    return [(float(scores[si[o], ei[o]]), int(top_start[si[o]]), int(top_end[ei[o]])) for o in order]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_candidates_give_the_spans_of_the_full_logits(seed):
+    """Kept candidates (n_best positions and logits a side, [CLS]) rank exactly as the full logits did, ties
+    included (small integer logits tie often), for windows longer and shorter than n_best."""
+    rng = np.random.default_rng(seed)
+    tokens = int(rng.integers(4, 120))
+    start, end = (rng.integers(-4, 5, tokens).astype(np.float32) for _ in range(2))  # [tokens], many ties
+    cs = int(rng.integers(1, tokens))
+    ce = int(rng.integers(cs - 1, tokens))  # cs - 1: a window without context tokens
+    n_best, longest = int(rng.integers(1, 25)), int(rng.integers(1, 40))
+    c = candidates(start, end, cs, ce, n_best)
+    assert len(c.start_top) == len(c.end_top) == min(n_best, max(ce - cs + 1, 0))
+    expected = reference_best_spans(start, end, cs, ce, n_best, longest)
+    assert candidate_spans(c, n_best, longest) == expected == best_spans(start, end, cs, ce, n_best, longest)
+    assert null_logit([c]) == null_logit([Window(start, end, None, cs, ce)]) == float(start[0] + end[0])
+    offsets = np.stack([np.arange(tokens) * 2, np.arange(tokens) * 2 + 1], axis=1)  # token t = characters 2t..2t+1
+    context = "ab" * tokens
+    assert rank_candidates([(c, offsets)], context, n_best, longest) == \
+        rank_answers([Window(start, end, offsets, cs, ce)], context, n_best, longest)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..batching import sorted_batches, take_rows
+from ..batching import sorted_batches, take_rows, unbatch
 from ..errors import BertkitError
 from ..extract.extractor import FeatureExtractor
 
@@ -58,8 +58,8 @@ def feed(batch: dict, names: list[str]) -> dict[str, np.ndarray]:
 
 class OnnxRunner:
     """`forward_all`'s contract on an ONNX Runtime session: batches of similar length, the adapter's `collate`, one
-    dict of `output_keys` per feature, cut to its length on `sequence_outputs`, in input order. `precision` is
-    ignored: the graph is what it was exported as (fp32 or int8)."""
+    dict of `output_keys` per feature, cut to its length on `sequence_outputs` (and reduced), in input order.
+    `precision` is ignored: the graph is what it was exported as (fp32 or int8)."""
 
     def __init__(self, session):
         self.session = session
@@ -68,13 +68,12 @@ class OnnxRunner:
     def __call__(self, adapter, features, batch_size: int, precision: str = "fp32") -> list[dict[str, np.ndarray]]:
         lengths = features["length"]
         results: list = [None] * len(lengths)
+        reduce = adapter.output_reducer(features)
         for idx in sorted_batches(lengths, batch_size):
             batch = adapter.collate(take_rows(features, idx))
             keys = list(adapter.output_keys)
             arrays = dict(zip(keys, self.session.run(keys, feed(batch, self.inputs)), strict=True))
-            for j, i in enumerate(idx):  # arrays: [batch, (sequence,) ...] padded
-                results[i] = {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j]
-                              for k, a in arrays.items()}
+            unbatch(adapter, arrays, idx, lengths, results, reduce)  # arrays: [batch, (sequence,) ...] padded
         return results
 
 

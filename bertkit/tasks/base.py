@@ -236,6 +236,11 @@ class Task:
         return (self.runner or forward_all)(self, features, batch_size, precision)
 
     # --- answers ---------------------------------------------------------------------------------------------
+    def output_reducer(self, features):
+        """None, or f(feature index, its outputs) → what `score` needs of them, applied by inference as each batch
+        comes back (QA keeps a window's answer candidates, not its logits)."""
+        return None
+
     def score(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
               metric_hooks) -> tuple[dict, list[dict]]:
         """(metrics, one prediction dict per example)."""

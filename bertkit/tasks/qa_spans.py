@@ -7,8 +7,8 @@ and the inclusive token range `context_start..context_end` of the context piece.
 - `label_window`: training target of a window: the tokens of the answer's first and last character, or the
   [CLS] position for both when the window does not hold the whole answer;
 - `best_spans`: a window's best (start, end) token pairs: the `n_best` highest start and end logits among the
-  context tokens, then only pairs with end ≥ start and at most `max_answer_length` tokens, ranked by
-  start logit + end logit;
+  context tokens (its `Candidates`: all that ranking needs, kept by evaluation instead of the window's logits),
+  then only pairs with end ≥ start and at most `max_answer_length` tokens, ranked by start logit + end logit;
 - `rank_answers`: an example's answers over all its windows: spans mapped to characters of the original
   context (so the text is cut from it, spacing and case intact; white space at a span's ends, which byte-level and
   sentencepiece tokens carry, left out), the same span from overlapping windows kept once
@@ -57,19 +57,53 @@ def label_window(offsets: np.ndarray, context_start: int, context_end: int, star
     return start, end
 
 
+class Candidates(NamedTuple):
+    """What answer ranking needs of one window's logits, kept instead of them (`candidates`): the `n_best` highest
+    start and the `n_best` highest end logits among its context tokens, with their positions (ascending), and the
+    [CLS] start and end logits. About 4 × n_best + 2 numbers a window, not 2 × its tokens."""
+
+    start_top: np.ndarray  # [k ≤ n_best] token positions, ascending
+    start_top_logits: np.ndarray  # [k]
+    end_top: np.ndarray  # [k] token positions, ascending
+    end_top_logits: np.ndarray  # [k]
+    cls_logits: np.ndarray  # [2] start and end logit at [CLS] (position 0)
+
+
+def _top(logits: np.ndarray, context_start: int, context_end: int, n_best: int) -> np.ndarray:
+    """[k] positions of the `n_best` highest logits among the context tokens (ties: the earlier), ascending."""
+    context = np.arange(context_start, max(context_end + 1, context_start))  # [c] token indices of the context
+    return np.sort(context[np.argsort(-logits[context], kind="stable")[:n_best]])
+
+
+def candidates(start_logits: np.ndarray, end_logits: np.ndarray, context_start: int, context_end: int,
+               n_best: int = 20) -> Candidates:
+    """One window's `Candidates` from its full start and end logits ([tokens] each)."""
+    s, e = _top(start_logits, context_start, context_end, n_best), _top(end_logits, context_start, context_end, n_best)
+    return Candidates(s, start_logits[s], e, end_logits[e], np.array([start_logits[0], end_logits[0]]))
+
+
+def candidate_spans(c: Candidates, n_best: int = 20, max_answer_length: int = 30) -> list[tuple[float, int, int]]:
+    """Up to `n_best` (start logit + end logit, start token, end token) of one window, best first: pairs of its
+    candidate starts and ends with end ≥ start and at most `max_answer_length` tokens."""
+    if not len(c.start_top) or not len(c.end_top):
+        return []
+    s_order = np.argsort(-c.start_top_logits, kind="stable")  # best first; ties: the earlier position
+    e_order = np.argsort(-c.end_top_logits, kind="stable")
+    top_start, top_end = c.start_top[s_order], c.end_top[e_order]  # [k_start], [k_end]
+    scores = c.start_top_logits[s_order][:, None] + c.end_top_logits[e_order][None, :]  # [k_start, k_end]
+    length = top_end[None, :] - top_start[:, None] + 1  # [k_start, k_end] tokens in the span
+    si, ei = np.nonzero((length >= 1) & (length <= max_answer_length))  # [pairs] valid (end ≥ start, short)
+    order = np.argsort(-scores[si, ei], kind="stable")[:n_best]  # [≤ n_best] best pairs first
+    return [(float(scores[si[o], ei[o]]), int(top_start[si[o]]), int(top_end[ei[o]])) for o in order]
+
+
 def best_spans(start_logits: np.ndarray, end_logits: np.ndarray, context_start: int, context_end: int,
                n_best: int = 20, max_answer_length: int = 30) -> list[tuple[float, int, int]]:
     """Up to `n_best` (start logit + end logit, start token, end token) of one window, best first."""
     if context_end < context_start:
         return []
-    context = np.arange(context_start, context_end + 1)  # [c] token indices of the context piece
-    top_start = context[np.argsort(-start_logits[context], kind="stable")[:n_best]]  # [k]
-    top_end = context[np.argsort(-end_logits[context], kind="stable")[:n_best]]  # [k]
-    scores = start_logits[top_start][:, None] + end_logits[top_end][None, :]  # [k_start, k_end]
-    length = top_end[None, :] - top_start[:, None] + 1  # [k_start, k_end] tokens in the span
-    si, ei = np.nonzero((length >= 1) & (length <= max_answer_length))  # [pairs] valid (end ≥ start, short)
-    order = np.argsort(-scores[si, ei], kind="stable")[:n_best]  # [≤ n_best] best pairs first
-    return [(float(scores[si[o], ei[o]]), int(top_start[si[o]]), int(top_end[ei[o]])) for o in order]
+    return candidate_spans(candidates(start_logits, end_logits, context_start, context_end, n_best), n_best,
+                           max_answer_length)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -93,11 +127,17 @@ def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answ
     `start`/`end` are character offsets into `context` (end exclusive: `context[start:end] == text`), `logit` is
     start logit + end logit, and `score` the probability of the answer among those returned.
     """
+    return rank_candidates([(candidates(w.start_logits, w.end_logits, w.context_start, w.context_end, n_best),
+                             w.offsets) for w in windows], context, n_best, max_answer_length)
+
+
+def rank_candidates(windows: list[tuple[Candidates, np.ndarray]], context: str, n_best: int = 20,
+                    max_answer_length: int = 30) -> list[dict]:
+    """`rank_answers` over windows given as (their `Candidates`, their offsets [tokens, 2])."""
     best: dict[tuple[int, int], float] = {}  # (start char, end char) → best logit over the windows
-    for w in windows:
-        for logit, s, e in best_spans(w.start_logits, w.end_logits, w.context_start, w.context_end, n_best,
-                                      max_answer_length):
-            span = trim_span(context, int(w.offsets[s][0]), int(w.offsets[e][1]))
+    for c, offsets in windows:
+        for logit, s, e in candidate_spans(c, n_best, max_answer_length):
+            span = trim_span(context, int(offsets[s][0]), int(offsets[e][1]))
             if span[0] == span[1]:
                 continue  # white space only (a sentencepiece '▁' piece alone)
             if span not in best or logit > best[span]:
@@ -110,10 +150,11 @@ def rank_answers(windows: list[Window], context: str, n_best: int = 20, max_answ
             for ((a, b), logit), p in zip(ranked, probs, strict=True)]
 
 
-def null_logit(windows: list[Window]) -> float:
+def null_logit(windows: list[Window] | list[Candidates]) -> float:
     """A question's no-answer score: start logit + end logit at [CLS] (position 0 of every window), the minimum over
     its windows, as Google's run_squad.py and Hugging Face's `postprocess_qa_predictions` take it."""
-    return min(float(w.start_logits[0] + w.end_logits[0]) for w in windows)
+    return min(float(w.cls_logits[0] + w.cls_logits[1]) if isinstance(w, Candidates)
+               else float(w.start_logits[0] + w.end_logits[0]) for w in windows)
 
 
 def with_null(answers: list[dict], null: float) -> tuple[list[dict], float, float]:

@@ -41,7 +41,7 @@ from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..typed import option
 from ..utils import write_json
 from .base import Task
-from .qa_spans import Window, decide, label_window, null_logit, rank_answers, with_null
+from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a context without any token
@@ -73,6 +73,23 @@ class QuestionAnsweringOptions:
                 raise BertkitError(f"{source}: '{name}' must be positive")
         if self.window_overlap < 0:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
+
+
+def window_rows(features, chunk: int = 1024):
+    """(question, offsets [tokens, 2], context_start, context_end) of each window, in order, read `chunk` windows at
+    a time (from Arrow: one array of offsets per chunk, not Python lists)."""
+    names = ["example_index", "offsets", "context_start", "context_end"]
+    if not isinstance(features, datasets.Dataset):
+        yield from zip(*(features[n] for n in names), strict=True)
+        return
+    for part in features.select_columns(names).with_format("arrow").iter(batch_size=chunk):
+        offsets = part["offsets"].combine_chunks()  # list<list<int>>: [windows][tokens][2]
+        bounds = offsets.offsets.to_numpy()  # [windows + 1] token bounds of each window (from the slice's start)
+        flat = offsets.flatten().flatten().to_numpy().reshape(-1, 2)  # [tokens of the chunk, 2]
+        bounds = bounds - bounds[0]
+        q, start, end = (part[n].to_numpy() for n in ("example_index", "context_start", "context_end"))
+        for w in range(len(q)):
+            yield int(q[w]), flat[bounds[w]:bounds[w + 1]], int(start[w]), int(end[w])
 
 
 class QuestionAnswering(Task):
@@ -198,23 +215,45 @@ class QuestionAnswering(Task):
         d = decide(p["nbest"], p["null_odds"], p["null_probability"], 0.0 if threshold is None else threshold)
         return {"answer": d.pop("text"), **d}
 
+    def output_reducer(self, features):
+        """Evaluation keeps of each window only its answer `Candidates` (n_best start and end positions and logits,
+        the [CLS] logits), not its start/end logits: what `answers` gives from them is the same."""
+        starts, ends, n_best = features["context_start"], features["context_end"], self.n_best
+        return lambda i, out: candidates(out["start_logits"], out["end_logits"], starts[i], ends[i], n_best)._asdict()
+
     def answers(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
                 threshold: float | None = None) -> list[dict]:
         """One prediction per question: {id, answer, score, start, end, nbest}, character offsets into its context;
         SQuAD 2.0 adds {no_answer, null_odds, null_probability}, decided at `threshold` (default: the adapter's,
-        else 0.0)."""
-        windows: list[list[Window]] = [[] for _ in range(len(examples))]
-        for out, q, offsets, start, end in zip(outputs, features["example_index"], features["offsets"],
-                                               features["context_start"], features["context_end"], strict=True):
-            windows[q].append(Window(out["start_logits"], out["end_logits"], np.asarray(offsets), start, end))
-        ids = examples["id"] if "id" in examples.column_names else range(len(examples))
+        else 0.0). `outputs`: per window its start/end logits, or its `Candidates` (`output_reducer`). A question's
+        windows are consecutive features; their token offsets are read a chunk of windows at a time."""
+        ids = list(examples["id"]) if "id" in examples.column_names else range(len(examples))
+        contexts = list(examples["context"])
         threshold = self.null_threshold if threshold is None else threshold
-        predictions = []
-        for qid, context, wins in zip(ids, examples["context"], windows, strict=True):
-            p = {"nbest": rank_answers(wins, context, self.n_best, self.max_answer_length)}
+        predictions: list[dict] = []
+
+        def answer(wins: list[tuple[Candidates, np.ndarray]]) -> None:
+            q = len(predictions)
+            p = {"nbest": rank_candidates(wins, contexts[q], self.n_best, self.max_answer_length)}
             if self.allow_no_answer:
-                p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"], null_logit(wins))
-            predictions.append({"id": qid, **self._decide(p, threshold), **p})
+                p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"],
+                                                                              null_logit([c for c, _ in wins]))
+            predictions.append({"id": ids[q], **self._decide(p, threshold), **p})
+
+        wins: list[tuple[Candidates, np.ndarray]] = []  # the current question's windows
+        for i, (q, offsets, start, end) in enumerate(window_rows(features)):
+            while len(predictions) < q:  # the windows of question len(predictions) are complete
+                answer(wins)
+                wins = []
+            if q < len(predictions):
+                raise BertkitError(f"window {i} belongs to question {q}, whose windows came before")
+            out = outputs[i]
+            c = Candidates(**out) if "cls_logits" in out else \
+                candidates(out["start_logits"], out["end_logits"], start, end, self.n_best)
+            wins.append((c, np.asarray(offsets)))
+        while len(predictions) < len(examples):
+            answer(wins)
+            wins = []
         return predictions
 
     @staticmethod

@@ -5,7 +5,8 @@ distributed) model, the outputs are gathered, and every process gets all of them
       → model(**inputs) → outputs [batch, (seq,) ...]
       → pad_across_processes (sequence outputs differ in length between processes)
       → gather_for_metrics (drops the repeated rows that completed the last batch)
-      → one dict per feature, cut to its own length, as `bertkit.inference.forward_all` returns them
+      → one dict per feature, cut to its own length (and reduced: `Task.output_reducer`), as
+        `bertkit.inference.forward_all` returns them
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..batching import unbatch
 from .data import INDEX, eval_loader
 
 
 @torch.no_grad()
 def predict_features(accelerator, model, adapter, features, batch_size: int) -> list[dict[str, np.ndarray]]:
     """The adapter's `output_keys` for every feature, in input order (a sequence classifier's logits are
-    (num_labels,), a token classifier's (length, num_labels), QA start/end logits (length,)). Collective: every
+    (num_labels,), a token classifier's (length, num_labels); QA: each window's answer candidates). Collective: every
     process must call it. Mixed precision is the prepared model's own (accelerate's autocast)."""
     loader = accelerator.prepare_data_loader(eval_loader(features, adapter, batch_size, accelerator.device))
     lengths = features["length"]
     results: list = [None] * len(lengths)
+    reduce = adapter.output_reducer(features)
     model.eval()
     for batch in loader:
         index = batch.pop(INDEX)  # [batch]
@@ -34,10 +37,7 @@ def predict_features(accelerator, model, adapter, features, batch_size: int) -> 
         got[INDEX] = index
         got = accelerator.gather_for_metrics(got)  # [rows of all processes, ...], repeats dropped
         arrays = {k: v.float().cpu().numpy() for k, v in got.items() if k != INDEX}
-        for j, i in enumerate(got[INDEX].tolist()):
-            if results[i] is not None:
-                raise RuntimeError(f"evaluation: feature {i} came back twice")
-            results[i] = {k: a[j, : lengths[i]] if k in adapter.sequence_outputs else a[j] for k, a in arrays.items()}
+        unbatch(adapter, arrays, got[INDEX].tolist(), lengths, results, reduce)
     missing = [i for i, r in enumerate(results) if r is None]
     if missing:
         raise RuntimeError(f"evaluation: {len(missing)} features never came back (first: {missing[:5]})")
