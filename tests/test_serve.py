@@ -198,6 +198,7 @@ def test_metadata_health_and_openapi(sst2_server):
     meta = httpx.get(url + "/metadata", timeout=10).json()
     assert meta["task"] == "sequence-classification" and meta["labels"] == ["negative", "positive"]
     assert meta["precision"] == "fp32" and meta["max_length"] == 128 and meta["pairs"] is False
+    assert meta["model_batch"] == 8  # fp32 on a CPU: smaller batches pad less (`model_batch`)
     assert meta["problem_type"] == "single_label_classification" and "run_task" not in meta
     assert meta["limits"]["max_items"] == 32 and meta["versions"]["torch"].startswith("2.")
     assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
@@ -206,6 +207,12 @@ def test_metadata_health_and_openapi(sst2_server):
     predict = schema["paths"]["/predict"]["post"]
     assert {"200", "400", "413", "429"} <= set(predict["responses"]) and "422" not in predict["responses"]
     assert "texts" in schema["components"]["schemas"]["ClassifyRequest"]["properties"]
+
+
+def test_model_batch_default_by_precision_and_device():
+    from bertkit.serve.engine import model_batch
+
+    assert model_batch("fp32", "cpu") == 8 and model_batch("bf16", "cpu") == 16 and model_batch("fp32", "cuda") == 16
 
 
 # --- concurrency ---------------------------------------------------------------------------------------------------

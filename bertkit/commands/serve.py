@@ -31,10 +31,10 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.schemas import Limits
     from .common import resolve_backend
 
-    for name, value in (("--max-batch", args.max_batch), ("--model-batch", args.model_batch),
-                        ("--max-queue", args.max_queue),
-                        ("--max-items", args.max_items), ("--max-text-chars", args.max_text_chars),
-                        ("--max-body-bytes", args.max_body_bytes),
+    model_batch = 1 if args.model_batch is None else args.model_batch  # None: the engine's choice
+    for name, value in (("--max-batch", args.max_batch), ("--model-batch", model_batch),
+                        ("--max-queue", args.max_queue), ("--max-items", args.max_items),
+                        ("--max-text-chars", args.max_text_chars), ("--max-body-bytes", args.max_body_bytes),
                         ("--threads", args.threads or 1)):
         if value < 1:
             raise BertkitError(f"{name} must be at least 1 (got {value})")
@@ -70,9 +70,10 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
     p.add_argument("--max-batch", type=int, default=64, help="items gathered into one model call (default 64)")
-    p.add_argument("--model-batch", type=int, default=16,
-                   help="items per forward pass inside a call, sorted by length (default 16: on a CPU less padding "
-                        "per batch costs less than larger batches gain; docs/serve-and-export.md)")
+    p.add_argument("--model-batch", type=int,
+                   help="items per forward pass inside a call, sorted by length (default 8 for fp32 on a CPU, else "
+                        "16: a call's items have random lengths, and on a CPU less padding per batch costs less "
+                        "than larger batches gain; docs/serve-and-export.md)")
     p.add_argument("--max-wait-ms", type=float, default=5.0,
                    help="longest wait for a batch to fill after its first request arrives (default 5)")
     p.add_argument("--max-queue", type=int, default=1024, help="items waiting before new requests get 429 "
