@@ -218,7 +218,7 @@ class QuestionAnswering(Task):
     def output_reducer(self, features):
         """Evaluation keeps of each window only its answer `Candidates` (n_best start and end positions and logits,
         the [CLS] logits), not its start/end logits: what `answers` gives from them is the same."""
-        starts, ends, n_best = features["context_start"], features["context_end"], self.n_best
+        starts, ends, n_best = list(features["context_start"]), list(features["context_end"]), self.n_best
         return lambda i, out: candidates(out["start_logits"], out["end_logits"], starts[i], ends[i], n_best)._asdict()
 
     def answers(self, outputs: list[dict], examples: datasets.Dataset, features: datasets.Dataset,
