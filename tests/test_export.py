@@ -61,7 +61,7 @@ def test_export_folder_is_self_describing_with_dynamic_axes(tmp_path_factory, ti
 
 
 @pytest.mark.parametrize("name", ["sst2", "rte", "ner", "qa"])
-def test_onnx_outputs_equal_torch_on_every_head(tmp_path_factory, tiny_bert, name):
+def test_onnx_outputs_equal_torch_on_every_head(tmp_path_factory, tiny_bert, name, monkeypatch):
     import datasets
 
     from bertkit.export.runtime import load_onnx_task
@@ -73,6 +73,8 @@ def test_onnx_outputs_equal_torch_on_every_head(tmp_path_factory, tiny_bert, nam
     features = torch_task.encode(datasets.Dataset.from_dict(INPUTS[name]))
     if name in ("ner", "qa"):  # some inputs take several windows
         assert len(features) > len(next(iter(INPUTS[name].values())))
+    # the graphs' whole outputs, not what an adapter keeps of them (QA: its answer candidates, tests/test_qa.py)
+    monkeypatch.setattr(type(torch_task), "output_reducer", lambda self, features: None)
     expected = forward_all(torch_task, features, 3, "fp32")
     got = onnx_task.infer(features, 4)  # other batches: padding must not matter
     assert len(got) == len(expected)
