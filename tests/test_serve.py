@@ -212,7 +212,8 @@ def test_metadata_health_and_openapi(sst2_server):
 def test_model_batch_default_by_precision_and_device():
     from bertkit.serve.engine import model_batch
 
-    assert model_batch("fp32", "cpu") == 8 and model_batch("bf16", "cpu") == 16 and model_batch("fp32", "cuda") == 16
+    assert model_batch("torch", "fp32", "cpu") == 8 and model_batch("torch", "bf16", "cpu") == 16
+    assert model_batch("torch", "fp32", "cuda") == 16 and model_batch("onnx", "fp32", "cpu") == 16
 
 
 # --- concurrency ---------------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ class Engine:
                 raise BertkitError(f"--precision {precision} is for the torch backend; an ONNX export runs as "
                                    "exported (fp32 or int8)")
             self.precision, self.precision_reason = info["precision"], "as exported"
-            self.batch_size = batch_size = batch_size or 16
+            self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, "cpu")
             self.task = load_onnx_task(model, threads) if "model.onnx" in info["graphs"] else None
             self.extractor = (OnnxFeatureExtractor(model, ",".join(map(str, info["layers"])), batch_size=batch_size,
                                                    max_length=embed_max_length, threads=threads)
@@ -66,7 +66,7 @@ class Engine:
             device = default_device()
             choice = choose_precision(precision, device)
             self.precision, self.precision_reason = choice.precision, choice.reason
-            self.batch_size = batch_size = batch_size or model_batch(self.precision, device)
+            self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, device)
             self.task = load_task(model, allow_pickle) if head_task(model) else None
             if self.task is not None:
                 self.task.model.to(device).eval()
@@ -159,12 +159,14 @@ class Engine:
         return self.task.echo(item, answer)
 
 
-def model_batch(precision: str, device) -> int:
-    """Items per forward pass inside a server's call, when not given: 8 for fp32 on a CPU, else 16. A call holds the
-    requests that arrived together (random lengths, sorted inside it), so a batch pads to its longest item: in fp32
-    on a CPU, where a batch's cost is its padded size, 8 pads less than 16 (−6 % CPU per request at 64 clients on
-    an Intel Xeon, docs/serve-and-export.md); in bf16 the larger matrix products are worth more than the padding."""
-    return 8 if precision == "fp32" and getattr(device, "type", str(device)) == "cpu" else 16
+def model_batch(backend: str, precision: str, device) -> int:
+    """Items per forward pass inside a server's call, when not given: 8 for torch in fp32 on a CPU, else 16. A call
+    holds the requests that arrived together (random lengths, sorted inside it), so a batch pads to its longest
+    item: in fp32 on a CPU, where a batch's cost is its padded size, 8 pads less than 16 (−6 % CPU per request at 64
+    clients on an Intel Xeon, docs/speed.md); in bf16 the larger matrix products are worth more than the padding;
+    ONNX Runtime was not measured at 8."""
+    cpu = getattr(device, "type", str(device)) == "cpu"
+    return 8 if backend == "torch" and precision == "fp32" and cpu else 16
 
 
 class _Unlimited:
