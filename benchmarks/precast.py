@@ -1,6 +1,7 @@
-"""Inference in bf16 with the linear weights cast once (`bertkit.precast`) against autocast casting them at every
-call, interleaved in one process, one torch thread: CPU ms per text of a run folder's `predict_rows` on SST-2 dev
-sentences, in calls of 1, 8 and 32 texts (as a server's model calls hold them), and whether the answers are equal.
+"""Inference in bf16 with the linear weights cast once (`bertkit.precast`), and cast once and laid out for oneDNN
+(its default on a CPU), against autocast casting them at every call, interleaved in one process, one torch thread:
+CPU ms per text of a run folder's `predict_rows` on SST-2 dev sentences, in calls of 1, 8 and 32 texts (as a
+server's model calls hold them), and whether the answers are equal.
 
     python benchmarks/precast.py --model runs/sst2
 """
@@ -27,15 +28,19 @@ def main() -> None:
 
     import torch
 
-    from bertkit.precast import precast
+    from bertkit.precast import PACKED_CALLS, precast
     from bertkit.tasks import load_task
 
     torch.set_num_threads(1)
     rows = [{"text": t} for t in dev_sentences(args.data_dir, args.texts)]
-    autocast_each_call, cast_once = load_task(args.model), load_task(args.model)
-    autocast_each_call.model.eval()
-    cast_once.model.eval()
-    print(f"linear layers cast once: {precast(cast_once.model, 'bf16')}")
+    tasks = {"autocast at every call": load_task(args.model), "weights cast once": load_task(args.model),
+             "cast once, laid out for oneDNN": load_task(args.model)}
+    for task in tasks.values():
+        task.model.eval()
+    print(f"linear layers cast once: {precast(tasks['weights cast once'].model, 'bf16', pack=False)}")
+    calls = PACKED_CALLS[0]
+    print(f"cast once and laid out: {precast(tasks['cast once, laid out for oneDNN'].model, 'bf16')} "
+          f"(packed layers ran: {PACKED_CALLS[0] > calls})")
 
     def run(task, group: int):
         t0, answers = time.process_time(), []
@@ -43,18 +48,21 @@ def main() -> None:
             answers += task.predict_rows(rows[k:k + group], 16, "bf16")
         return 1000 * (time.process_time() - t0) / len(rows), answers
 
-    print("| texts per call | autocast at every call, ms per text | weights cast once, ms per text | same answers |")
-    print("|---|---|---|---|")
+    print(f"| texts per call | {' | '.join(f'{name}, ms per text' for name in tasks)} | same answers |")
+    print("|---|" + "---|" * (len(tasks) + 1))
     for group in (1, 8, 32):
-        run(autocast_each_call, group), run(cast_once, group)  # warm-up
-        a, b, same = [], [], True
+        for task in tasks.values():  # warm-up
+            run(task, group)
+        ms: dict[str, list[float]] = {name: [] for name in tasks}
+        same = True
         for _ in range(args.rounds):  # interleaved
-            ms, answers_a = run(autocast_each_call, group)
-            a.append(ms)
-            ms, answers_b = run(cast_once, group)
-            b.append(ms)
-            same &= answers_a == answers_b
-        print(f"| {group} | {' / '.join(f'{x:.2f}' for x in a)} | {' / '.join(f'{x:.2f}' for x in b)} | {same} |")
+            answers = []
+            for name, task in tasks.items():
+                t, a = run(task, group)
+                ms[name].append(t)
+                answers.append(a)
+            same &= all(a == answers[0] for a in answers)
+        print(f"| {group} | {' | '.join(' / '.join(f'{x:.2f}' for x in v) for v in ms.values())} | {same} |")
 
 
 if __name__ == "__main__":
