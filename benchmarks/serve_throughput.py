@@ -49,13 +49,20 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float:
 
 
 def start_server(model: str, flags: list[str], timeout: float = 180) -> tuple[subprocess.Popen, str, str]:
+    """`bertkit serve` in its own process; leading NAME=value words of `flags` are its environment (e.g.
+    PYTHONPATH=../base: another checkout's server, for an A/B in one invocation)."""
     import httpx
 
+    env = dict(os.environ)
+    while flags and "=" in flags[0] and not flags[0].startswith("-"):
+        name, value = flags[0].split("=", 1)
+        env[name], flags = value, flags[1:]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "bertkit.cli", "serve", "--model", model, "--port", str(port),
-                             "--log-level", "warning", "--threads", "1", *flags], stderr=subprocess.PIPE, text=True)
+                             "--log-level", "warning", "--threads", "1", *flags], stderr=subprocess.PIPE, text=True,
+                            env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
@@ -222,7 +229,8 @@ def main() -> None:
     parser.add_argument("--pipeline-requests", type=int, default=400, help="one-at-a-time pipeline calls")
     parser.add_argument("--servers", default=";--precision fp32",
                         help="server settings to measure, ';'-separated `bertkit serve` flags (default: its "
-                             "default, then --precision fp32); an export folder as --model needs --backend onnx")
+                             "default, then --precision fp32), each after optional NAME=value words for its "
+                             "environment; an export folder as --model needs --backend onnx")
     parser.add_argument("--loader", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--clients", type=int, help=argparse.SUPPRESS)
