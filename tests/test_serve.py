@@ -261,6 +261,45 @@ def test_64_concurrent_clients_each_get_their_own_answers_in_order(sst2_server, 
     assert after["batches"] - before["batches"] < clients * requests  # and some requests shared a model call
 
 
+def test_under_load_a_call_takes_the_oldest_then_the_nearest_in_length():
+    from bertkit.serve.batcher import Batcher
+    from bertkit.serve.engine import Job
+
+    calls = []
+
+    async def scenario():
+        def run(jobs):
+            calls.append([item if isinstance(item, str) else item["text"] for j in jobs for item in j.items])
+
+        batcher = Batcher(run, max_batch=3, max_wait=0)
+        jobs = [Job(("predict",), [{"text": "x" * n}]) for n in (50, 10, 48, 11, 52, 9, 30)]
+        futures = [batcher.submit(job) for job in jobs]
+        other = batcher.submit(Job(("embed", "-1"), ["y" * 50]))  # another kind of request: after its own kind
+        gone = batcher.submit(Job(("predict",), [{"text": "x" * 49}]))
+        gone.cancel()  # its client went away before it ran
+        batcher.start()
+        await asyncio.wait_for(asyncio.gather(*futures, other), 30)
+        await batcher.close()
+        return batcher.stats
+
+    stats = asyncio.run(scenario())
+    lengths = [[len(t) for t in call] for call in calls]
+    assert lengths == [[50, 48, 52], [10, 11, 9], [30, 50]]  # oldest first; ties in arrival order
+    assert stats["dropped"] == 1 and stats["items"] == 8
+    calls.clear()
+
+    async def light():  # no more waiting than a call takes: arrival order
+        batcher = Batcher(lambda jobs: calls.append([len(j.items[0]["text"]) for j in jobs]), max_batch=8,
+                          max_wait=0)
+        futures = [batcher.submit(Job(("predict",), [{"text": "x" * n}])) for n in (50, 10, 48)]
+        batcher.start()
+        await asyncio.wait_for(asyncio.gather(*futures), 30)
+        await batcher.close()
+
+    asyncio.run(light())
+    assert calls == [[50, 10, 48]]
+
+
 @pytest.fixture(scope="module")
 def patient_server(sst2_run):
     """A server that waits up to 300 ms for a batch of 16 items to fill."""

@@ -69,7 +69,9 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    help="auto (default): onnx (ONNX Runtime) for a `bertkit export` folder, torch for anything else")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
-    p.add_argument("--max-batch", type=int, default=64, help="items gathered into one model call (default 64)")
+    p.add_argument("--max-batch", type=int, default=16,
+                   help="items gathered into one model call (default 16); when more are waiting, a call takes the "
+                        "oldest request and those closest to it in length (docs/serve-and-export.md)")
     p.add_argument("--model-batch", type=int,
                    help="items per forward pass inside a call, sorted by length (default 8 for fp32 on a CPU, else "
                         "16: a call's items have random lengths, and on a CPU less padding per batch costs less "

@@ -125,7 +125,7 @@ def render(payload: dict) -> bytes:
     return json.dumps(payload, default=lambda a: a.tolist()).encode()  # numpy arrays (embeddings) as lists
 
 
-def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 64, max_wait_ms: float = 5.0,
+def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 16, max_wait_ms: float = 5.0,
                max_queue: int = 1024, executor=None) -> FastAPI:
     limits = limits or Limits()
     batcher = Batcher(engine.run, max_batch, max_wait_ms / 1000, max_queue, executor)

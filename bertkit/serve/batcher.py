@@ -1,10 +1,13 @@
 """Dynamic batching for `bertkit serve`: requests that arrive together share one model call.
 
-Requests wait in a bounded queue (counted in items: texts, sentences, questions). One worker takes them in arrival
-order: as soon as `max_batch` items are waiting, or `max_wait` seconds after the oldest one arrived, it hands up to
-`max_batch` items (at least one whole request) to `run` on a single model thread, so the event loop keeps
-accepting, validating and answering while the model computes. Inside the call the items are sorted by length into
-model batches and answered in their own order (`Engine.run`). A full queue refuses a request at once
+Requests wait in a bounded queue (counted in items: texts, sentences, questions). One worker takes them: as soon as
+`max_batch` items are waiting, or `max_wait` seconds after the oldest one arrived, it hands up to `max_batch` items
+(at least one whole request) to `run` on a single model thread, so the event loop keeps accepting, validating and
+answering while the model computes. When more is waiting than one call takes (under load), a call takes the oldest
+request and then those closest to it in length (characters per item; the same kind of request first), so that
+its model batches pad little; the oldest is always in the next call, so no request waits behind newer ones for
+ever. Inside the call the items are sorted by length into model batches and answered in their own order
+(`Engine.run`). A full queue refuses a request at once
 (`QueueFull`, HTTP 429 with Retry-After) instead of letting latency grow without bound; a request whose client has
 gone is dropped from the queue before it costs any model time.
 """
@@ -27,7 +30,7 @@ class QueueFull(Exception):
 
 
 class Batcher:
-    def __init__(self, run, max_batch: int = 64, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
+    def __init__(self, run, max_batch: int = 16, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
         self.run, self.max_batch, self.max_wait, self.max_queue = run, max_batch, max_wait, max_queue
         self.pending: deque[tuple[Job, asyncio.Future, float]] = deque()
         self.queued = 0  # items waiting
@@ -66,15 +69,26 @@ class Batcher:
                 await asyncio.wait_for(self.arrived.wait(), left)
             except asyncio.TimeoutError:
                 break
-        batch, items = [], 0
-        while self.pending and (not batch or items + len(self.pending[0][0].items) <= self.max_batch):
-            job, future, _ = self.pending.popleft()
-            self.queued -= len(job.items)
-            if future.cancelled():  # the client went away while it waited
-                self.stats["dropped"] += 1
-                continue
-            batch.append((job, future))
-            items += len(job.items)
+        for entry in [e for e in self.pending if e[1].cancelled()]:  # clients that went away while they waited
+            self.pending.remove(entry)
+            self.queued -= len(entry[0].items)
+            self.stats["dropped"] += 1
+        order = list(range(len(self.pending)))
+        if self.queued > self.max_batch:  # more than one call takes: the oldest, then the nearest in length
+            first = self.pending[0][0]
+            order[1:] = sorted(order[1:], key=lambda i: (self.pending[i][0].key != first.key,
+                                                         abs(self.pending[i][0].size - first.size)))
+        take, items = [], 0
+        for i in order:
+            n = len(self.pending[i][0].items)
+            if take and items + n > self.max_batch:
+                break
+            take.append(i)
+            items += n
+        taken = set(take)
+        batch = [self.pending[i][:2] for i in take]
+        self.pending = deque(e for i, e in enumerate(self.pending) if i not in taken)  # the rest in arrival order
+        self.queued -= items
         return batch
 
     async def _work(self) -> None:

@@ -32,6 +32,20 @@ class Job:
     result: list | None = None
     error: tuple[int, str, str] | None = None  # (HTTP status, "[item]" or "", reason)
 
+    def __post_init__(self):
+        self.size = sum(map(_chars, self.items)) / max(1, len(self.items))  # characters per item: for batching
+
+
+def _chars(x) -> int:
+    """Characters of an item's text, wherever it is (a string, a row's values, a list of words)."""
+    if isinstance(x, str):
+        return len(x)
+    if isinstance(x, dict):
+        return sum(map(_chars, x.values()))
+    if isinstance(x, list | tuple):
+        return sum(map(_chars, x))
+    return 0
+
 
 class Engine:
     def __init__(self, model: str, backend: str = "torch", precision: str = "auto", batch_size: int | None = None,
