@@ -17,6 +17,7 @@ GET /metadata, GET /openapi.json (schema), GET /docs.
 
 
 def run(args: argparse.Namespace) -> int:
+    import gc
     import os
     import sys
     from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
                      max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
                      executor=model_thread)
+    gc.collect()
+    gc.freeze()  # what is loaded now (~0.5 M objects) lives as long as the server: collections stop walking it
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     return 0
 
