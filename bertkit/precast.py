@@ -55,7 +55,7 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """nn.Linear's forward with the weight pre-laid-out for oneDNN: in inference on the CPU, where autocast would run
     it in bf16 (or the input is bf16); the same products and rounding as `F.linear` on that input."""
-    if torch.is_grad_enabled() or x.device.type != "cpu" or (
+    if torch.is_grad_enabled() or x.device.type != "cpu" or x.dim() < 2 or (
             x.dtype != torch.bfloat16 and not (torch.is_autocast_enabled("cpu")
                                                and torch.get_autocast_dtype("cpu") == torch.bfloat16)):
         return nn.Linear.forward(self, x)
