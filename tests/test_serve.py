@@ -216,6 +216,14 @@ def test_model_batch_default_by_precision_and_device():
     assert model_batch("torch", "fp32", "cuda") == 16 and model_batch("onnx", "fp32", "cpu") == 16
 
 
+def test_call_items_default_by_device(sst2_server):
+    from bertkit.serve.engine import call_items
+
+    assert call_items("cpu") == 16 and call_items("cuda") == 64
+    url, _ = sst2_server  # started without --max-batch, on this CPU
+    assert httpx.get(url + "/metadata", timeout=10).json()["batching"]["max_batch"] == 16
+
+
 # --- concurrency ---------------------------------------------------------------------------------------------------
 def text(client: int, request: int, item: int) -> str:
     word = (POSITIVE if (client + request + item) % 2 else NEGATIVE)[(client * 7 + request * 3 + item) % 8]

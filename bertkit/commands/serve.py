@@ -28,12 +28,13 @@ def run(args: argparse.Namespace) -> int:
     from .. import feature_cache
     from ..errors import BertkitError
     from ..serve.app import create_app
-    from ..serve.engine import Engine
+    from ..serve.engine import Engine, call_items
     from ..serve.schemas import Limits
     from .common import resolve_backend
 
     model_batch = 1 if args.model_batch is None else args.model_batch  # None: the engine's choice
-    for name, value in (("--max-batch", args.max_batch), ("--model-batch", model_batch),
+    max_batch = 1 if args.max_batch is None else args.max_batch  # None: by the device, once the engine has one
+    for name, value in (("--max-batch", max_batch), ("--model-batch", model_batch),
                         ("--max-queue", args.max_queue), ("--max-items", args.max_items),
                         ("--max-text-chars", args.max_text_chars), ("--max-body-bytes", args.max_body_bytes),
                         ("--threads", args.threads or 1)):
@@ -50,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
                                  batch_size=args.model_batch, embed_max_length=args.embed_max_length,
                                  allow_pickle=args.allow_pickle, threads=threads).result()
     model_thread.submit(engine.warm_up).result()
+    max_batch = call_items(engine.device) if args.max_batch is None else args.max_batch
     print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
-          f"model batches of {engine.batch_size}, {threads} thread(s)", file=sys.stderr, flush=True)
+          f"calls of up to {max_batch} items in model batches of {engine.batch_size}, {threads} thread(s)",
+          file=sys.stderr, flush=True)
     app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
-                     max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                     max_batch=max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
                      executor=model_thread)
     gc.collect()
     gc.freeze()  # what is loaded now (~0.5 M objects) lives as long as the server: collections stop walking it
@@ -72,9 +75,9 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    help="auto (default): onnx (ONNX Runtime) for a `bertkit export` folder, torch for anything else")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
-    p.add_argument("--max-batch", type=int, default=16,
-                   help="items gathered into one model call (default 16); when more are waiting, a call takes the "
-                        "oldest request and those closest to it in length (docs/serve-and-export.md)")
+    p.add_argument("--max-batch", type=int,
+                   help="items gathered into one model call (default 16 on a CPU, else 64); when more are waiting, "
+                        "a call takes the oldest request and those closest to it in length (docs/serve-and-export.md)")
     p.add_argument("--model-batch", type=int,
                    help="items per forward pass inside a call, sorted by length (default 8 for fp32 on a CPU, else "
                         "16: a call's items have random lengths, and on a CPU less padding per batch costs less "
