@@ -26,7 +26,7 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
     device = next(model.parameters()).device
     lengths = features["length"]
     batches = sorted_batches(lengths, batch_size)
-    if any(m.training for m in model.modules()):  # eval() itself walks and sets every module: 0.8 ms a call
+    if any(m.training for m in model.modules()):  # eval() walks and sets every module: ~0.25 ms a call
         model.eval()
     results: list = [None] * len(lengths)
     reduce = adapter.output_reducer(features)

@@ -28,12 +28,12 @@ def run(args: argparse.Namespace) -> int:
     from .. import feature_cache
     from ..errors import BertkitError
     from ..serve.app import create_app
-    from ..serve.engine import Engine, call_items
+    from ..serve.engine import Engine
     from ..serve.schemas import Limits
     from .common import resolve_backend
 
     model_batch = 1 if args.model_batch is None else args.model_batch  # None: the engine's choice
-    max_batch = 1 if args.max_batch is None else args.max_batch  # None: by the device, once the engine has one
+    max_batch = 1 if args.max_batch is None else args.max_batch  # None: the app's choice by device
     for name, value in (("--max-batch", max_batch), ("--model-batch", model_batch),
                         ("--max-queue", args.max_queue), ("--max-items", args.max_items),
                         ("--max-text-chars", args.max_text_chars), ("--max-body-bytes", args.max_body_bytes),
@@ -51,13 +51,12 @@ def run(args: argparse.Namespace) -> int:
                                  batch_size=args.model_batch, embed_max_length=args.embed_max_length,
                                  allow_pickle=args.allow_pickle, threads=threads).result()
     model_thread.submit(engine.warm_up).result()
-    max_batch = call_items(engine.device) if args.max_batch is None else args.max_batch
-    print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
-          f"calls of up to {max_batch} items in model batches of {engine.batch_size}, {threads} thread(s)",
-          file=sys.stderr, flush=True)
     app = create_app(engine, Limits(args.max_items, args.max_text_chars, args.max_body_bytes),
-                     max_batch=max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-                     executor=model_thread)
+                     max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                     executor=model_thread)  # max_batch None: by the engine's device (`call_items`)
+    print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
+          f"calls of up to {app.state.max_batch} items in model batches of {engine.batch_size}, {threads} "
+          "thread(s)", file=sys.stderr, flush=True)
     gc.collect()
     gc.freeze()  # what is loaded now (~0.5 M objects) lives as long as the server: collections stop walking it
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)

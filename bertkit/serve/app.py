@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..errors import BertkitError
 from .batcher import Batcher, QueueFull
-from .engine import Engine, Job
+from .engine import Engine, Job, call_items
 from .schemas import ApiError, Embeddings, EmbedRequest, ErrorBody, Limits, Predictions, embed_items
 
 log = logging.getLogger("bertkit.serve")
@@ -125,9 +125,10 @@ def render(payload: dict) -> bytes:
     return json.dumps(payload, default=lambda a: a.tolist()).encode()  # numpy arrays (embeddings) as lists
 
 
-def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 16, max_wait_ms: float = 5.0,
+def create_app(engine: Engine, limits: Limits | None = None, max_batch: int | None = None, max_wait_ms: float = 5.0,
                max_queue: int = 1024, executor=None) -> FastAPI:
     limits = limits or Limits()
+    max_batch = call_items(engine.device) if max_batch is None else max_batch
     batcher = Batcher(engine.run, max_batch, max_wait_ms / 1000, max_queue, executor)
 
     @asynccontextmanager
@@ -145,6 +146,7 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int = 16
                               f"{engine.backend} backend, {engine.precision}; dynamic batching up to {max_batch} "
                               f"items or {max_wait_ms} ms.")
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.state.max_batch = max_batch  # items per model call, as chosen (the start line names it)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):

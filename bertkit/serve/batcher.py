@@ -30,7 +30,7 @@ class QueueFull(Exception):
 
 
 class Batcher:
-    def __init__(self, run, max_batch: int = 16, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
+    def __init__(self, run, max_batch: int, max_wait: float = 0.005, max_queue: int = 1024, executor=None):
         self.run, self.max_batch, self.max_wait, self.max_queue = run, max_batch, max_wait, max_queue
         self.pending: deque[tuple[Job, asyncio.Future, float]] = deque()
         self.queued = 0  # items waiting
