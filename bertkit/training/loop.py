@@ -136,6 +136,7 @@ class Trainer:
 
             self.cfg, self.budget_plan = plan(self.task, cfg, features, self.precision, cpu, self.log)
             cfg = self.cfg
+        acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
         self._n_train = len(train)
         loader, self._order = train_loader(features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
                                            acc.device)
