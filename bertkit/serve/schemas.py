@@ -1,7 +1,7 @@
 """Request and response bodies of `bertkit serve` that are not a task's (pydantic: they are also the OpenAPI schema):
 `/embed`, errors, and the default `{"inputs": [rows]}` body of a task's `/predict` (`rows_request`); and the checks
 a schema cannot express: empty texts (400), item counts and text sizes over the server's limits (413). Every error
-names its field, e.g. `texts[2]`. A task's own body lives with the task (`bertkit/tasks/*_io.py`).
+names its field, e.g. `texts[2]`. A task's own body lives with the task (`bertkit/tasks/*_serve.py`).
 
 Requests are strict: unknown fields, and values of another JSON type (a number for a text, "true" for true), are
 errors rather than guesses.

@@ -367,12 +367,12 @@ class SequenceClassification(Task):
         return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
 
     def serve_request(self):
-        from .classification_io import ClassifyRequest
+        from .classification_serve import ClassifyRequest
 
         return ClassifyRequest, "texts"
 
     def serve_rows(self, body, limits):
-        from .classification_io import classify_rows
+        from .classification_serve import classify_rows
 
         rows = classify_rows(body, limits, self.pairs)
         return rows, (body.text_pairs is not None, body.probs), {"probs": body.probs}

@@ -337,12 +337,12 @@ class QuestionAnswering(Task):
         return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
 
     def serve_request(self):
-        from .question_answering_io import QARequest
+        from .question_answering_serve import QARequest
 
         return QARequest, "questions"
 
     def serve_rows(self, body, limits):
-        from .question_answering_io import qa_rows
+        from .question_answering_serve import qa_rows
 
         return qa_rows(body, limits), (), {}
 

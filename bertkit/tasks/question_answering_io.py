@@ -1,36 +1,12 @@
-"""Extractive QA's inputs and outputs outside training: the body of `serve`'s `POST /predict` and the run report's
-figure of exact match and F1 by question word. (`bertkit predict` reads JSONL rows {question, context, id?}, the
-default of `Task.read_inputs`.)"""
+"""Extractive QA's outputs outside training: the run report's figure of exact match and F1 by question word.
+(`bertkit predict` reads JSONL rows {question, context, id?}, the default of `Task.read_inputs`; `serve`'s body:
+question_answering_serve.py.)"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
-
-
-class Question(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    question: str
-    context: str
-    id: str | int | None = None
-
-
-class QARequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    questions: list[Question] = Field(description="questions, each with the context holding its answer")
-
-
-def qa_rows(body: QARequest, limits) -> list[dict]:
-    from ..serve.schemas import check_count, check_text
-
-    check_count("questions", len(body.questions), limits)
-    for i, q in enumerate(body.questions):
-        check_text(f"questions[{i}].question", q.question, limits)
-        check_text(f"questions[{i}].context", q.context, limits)
-    return [q.model_dump(exclude_none=True) for q in body.questions]
 
 
 def plot_question_types(run: Path, split: str, preds: list[dict]) -> str | None:

@@ -253,12 +253,12 @@ class TokenClassification(Task):
         return format_rows([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
 
     def serve_request(self):
-        from .token_classification_io import TokenRequest
+        from .token_classification_serve import TokenRequest
 
         return TokenRequest, "sentences"
 
     def serve_rows(self, body, limits):
-        from .token_classification_io import token_rows
+        from .token_classification_serve import token_rows
 
         return token_rows(body, limits), (), {}
 

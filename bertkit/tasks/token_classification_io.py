@@ -1,5 +1,5 @@
-"""Token classification's inputs and outputs outside training: what `bertkit predict` reads and writes, the body of
-`serve`'s `POST /predict`, and the per-type F1 figure of the run report.
+"""Token classification's inputs and outputs outside training: what `bertkit predict` reads and writes, and the
+per-type F1 figure of the run report (`serve`'s body: token_classification_serve.py).
 
 `bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
 character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import BertkitError, DataError
 
@@ -79,22 +77,6 @@ def format_rows(answers: list[dict], output_format: str) -> str:
         columns = ([gold] if gold is not None else []) + [[a["tags"] for a in answers]]
         return conll_lines([a["tokens"] for a in answers], *columns)
     return "".join(json.dumps(a) + "\n" for a in answers)
-
-
-class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    sentences: list[str | list[str]] = Field(
-        description="raw text (split into words; entities get character offsets) or a list of words",
-        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
-
-
-def token_rows(body: TokenRequest, limits) -> list[dict]:
-    from ..serve.schemas import check_count, check_text, check_words
-
-    check_count("sentences", len(body.sentences), limits)
-    for i, s in enumerate(body.sentences):
-        (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
-    return [{"sentence": s} for s in body.sentences]
 
 
 def plot_per_type(run: Path, split: str, per_type: dict) -> str:
