@@ -58,6 +58,16 @@ class Compute:
                                                "when max_length is above 128, else none: fewer distinct batch "
                                                "shapes bound the memory that CPU kernels and the allocator keep per "
                                                "shape, docs/memory.md).")
+    train_step: str = option("auto", "How a training step runs. auto: on one CUDA device (bf16 or fp32, no peft, "
+                                     "FSDP, compile or gradient checkpointing) a CUDA graph per batch shape, "
+                                     "captured once and replayed; elsewhere eager, as accelerate's examples do. "
+                                     "static: the graph's step run eagerly on any device (the same weights as eager "
+                                     "on a CPU); eager; graphed: as auto, which says why when it cannot.",
+                             choices=["auto", "eager", "static", "graphed"])
+    length_buckets: int | None = option(None, "Pad training batches up to at most this many lengths, chosen from the "
+                                              "data to add the fewest padded positions (the training line says how "
+                                              "many); 0: each batch to its longest row. Default: 8 where each shape "
+                                              "costs a capture or a compile (a graphed step, --compile), else 0.")
     compile: bool = option(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the "
                                   "first steps are slow while it compiles.")
     fast_dropout: bool = option(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-"
@@ -76,6 +86,8 @@ class Compute:
                                              "effective batch; a run that cannot fit stops before training.")
 
     def validate(self, source: str) -> None:
+        if self.length_buckets is not None and self.length_buckets < 0:
+            raise BertkitError(f"{source}: 'length_buckets' must be 0 (off) or a positive count")
         if self.pad_to_multiple is not None and self.pad_to_multiple <= 0:
             raise BertkitError(f"{source}: 'pad_to_multiple' must be positive")
         if self.memory_budget is not None:

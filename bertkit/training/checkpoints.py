@@ -31,7 +31,7 @@ def save(accelerator, root: Path, step: int, state: dict, keep: int) -> Path:
     accelerator.save_state(str(tmp), safe_serialization=True)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float))  # tensor learning rates
         publish(tmp, final)
         point(root, final)
         for old in sorted(root.glob("step-*"))[:-keep]:

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ..batching import sorted_batches, train_batches
+from ..buckets import bucket_for, pad_to_length
 
 INDEX = "_index"  # batch key of the rows' positions in the features (evaluation only)
 
@@ -85,14 +86,20 @@ class Rows(Dataset):
 
 
 class Collate:
-    """The adapter's collate (padding to the longest row, or to a multiple of 8), keeping the rows' indices."""
+    """The adapter's collate (padding to the longest row, or to a multiple of 8), then up to the smallest of
+    `buckets` that holds it (`bertkit.buckets`), keeping the rows' indices."""
 
-    def __init__(self, collate):
-        self.collate = collate
+    def __init__(self, adapter, buckets=()):
+        self.collate, self.buckets = adapter.collate, list(buckets)
+        self.pad_id = adapter.tokenizer.pad_token_id or 0
+        self.label_keys, self.sequence_labels = tuple(adapter.label_keys), bool(adapter.sequence_outputs)
 
     def __call__(self, rows: list[dict]) -> dict:
         index = [row.pop(INDEX) for row in rows] if rows and INDEX in rows[0] else None
         batch = self.collate(rows)
+        if self.buckets:
+            length = bucket_for(batch["input_ids"].shape[-1], self.buckets)
+            batch = pad_to_length(batch, length, self.pad_id, self.label_keys, self.sequence_labels)
         if index is not None:
             batch[INDEX] = torch.tensor(index)  # [batch]
         return batch
@@ -110,10 +117,11 @@ def loader_options(device: torch.device) -> dict:
 
 
 def train_loader(features, adapter, batch_size: int, seed: int, group_by_length: bool,
-                 device: torch.device) -> tuple[DataLoader, GroupedBatches]:
-    """The training DataLoader (to be prepared by accelerate) and its batch order (to `set_epoch` on)."""
+                 device: torch.device, buckets=()) -> tuple[DataLoader, GroupedBatches]:
+    """The training DataLoader (to be prepared by accelerate) and its batch order (to `set_epoch` on); batches padded
+    up to `buckets` where given."""
     order = GroupedBatches(features["length"], batch_size, seed, group_by_length)
-    loader = DataLoader(Rows(features), batch_sampler=order, collate_fn=Collate(adapter.collate),
+    loader = DataLoader(Rows(features), batch_sampler=order, collate_fn=Collate(adapter, buckets),
                         **loader_options(device))
     return loader, order
 
@@ -121,4 +129,4 @@ def train_loader(features, adapter, batch_size: int, seed: int, group_by_length:
 def eval_loader(features, adapter, batch_size: int, device: torch.device) -> DataLoader:
     """An evaluation DataLoader whose batches carry each row's index under `INDEX`."""
     return DataLoader(Rows(features, with_index=True), batch_sampler=SortedBatches(features["length"], batch_size),
-                      collate_fn=Collate(adapter.collate), **loader_options(device))
+                      collate_fn=Collate(adapter), **loader_options(device))

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 
+from ..batching import train_batches
 from ..config import RunConfig, resolve, to_yaml
 from ..errors import BertkitError
 from ..memory import MemoryLog
@@ -34,7 +34,9 @@ from . import checkpoints, launch
 from .changes import heap_released, model_changes
 from .data import train_loader
 from .evaluation import predict_features
+from .graphed import GraphedStep
 from .prepare import make_accelerator, prepare
+from .step import EagerStep, StaticStep, StepPlan, plan_step
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
 
@@ -104,6 +106,8 @@ class Trainer:
             state = checkpoints.load_state(resume_from)
             self.scheduler.load_state_dict(state.pop("scheduler"))
             self.log(f"resumed from {resume_from} (step {state['global_step']})")
+        # after a resume's load: what a captured step holds is the loaded optimizer state
+        self.step = make_step(self.step_plan, acc, self.model, self.optimizer, self.task, cfg, self.log)
         if acc.is_main_process:
             out.mkdir(parents=True, exist_ok=True)
             for name in ("eval_metrics.jsonl", "train_log.jsonl"):  # drop lines written after the checkpoint
@@ -138,8 +142,10 @@ class Trainer:
             cfg = self.cfg
         acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
         self._n_train = len(train)
+        first = train_batches(features["length"], cfg.batch_size, cfg.seed, 0, cfg.compute.group_by_length)
+        self.step_plan = plan_step(cfg, acc, self.precision, features["length"], first, multiple)
         loader, self._order = train_loader(features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
-                                           acc.device)
+                                           acc.device, self.step_plan.buckets)
         batches_per_epoch = len(self._order) // acc.num_processes  # per process
         if batches_per_epoch == 0:
             raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
@@ -155,8 +161,8 @@ class Trainer:
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
                          f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
-                         f"({self.precision_choice.reason})" + (f"; model changes: {', '.join(applied)}"
-                                                                 if applied else ""))
+                         f"({self.precision_choice.reason}); {self.step_plan.describe()}"
+                         + (f"; model changes: {', '.join(applied)}" if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 with heap_released(self._applied):
                     return self._finish(state, eval_sets, test)
@@ -178,9 +184,6 @@ class Trainer:
         bar = tqdm(total=total_steps, initial=state["global_step"], desc="train", unit="step",
                    disable=not acc.is_main_process or None)
         self.model.train()
-        loss_sum = torch.zeros((), device=acc.device)  # summed on device: no per-step host synchronisation
-        self._grad_stats = torch.zeros(3, device=acc.device)  # Σ gradient norm, steps clipped, steps
-        trained = [p for p in self.model.parameters() if p.requires_grad]
         done = state["global_step"] >= total_steps
         self._since_log = [0, time.perf_counter()]
         while not done:
@@ -192,18 +195,13 @@ class Trainer:
             self.memory.reset_peak()  # a training stretch: its peak, until the next evaluation or checkpoint
             for batch in batches:
                 with acc.accumulate(self.model):
-                    loss = self.task.compute_loss(self.model, batch)
-                    acc.backward(loss)
-                    if acc.sync_gradients:
-                        self._clip(trained)
-                    self.optimizer.step()
-                    self.optimizer.zero_grad(set_to_none=True)
-                loss_sum += loss.detach()
+                    self.step.backward(batch)  # forward, loss, backward; the loss summed on the device
+                    stepped = self.step.update() if acc.sync_gradients else False  # clip, AdamW, zero gradients
                 self._since_log[0] += 1
                 state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
                 if not acc.sync_gradients:
                     continue
-                if not self.optimizer.step_was_skipped:  # fp16: a step skipped for overflow keeps its rate
+                if stepped:  # fp16: a step skipped for overflow keeps its rate
                     self.scheduler.step()
                 state["global_step"] += 1
                 state["step_in_epoch"] += 1
@@ -216,7 +214,7 @@ class Trainer:
                                                               acc.gradient_state.end_of_dataloader)
                 save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
                 if step % LOG_EVERY == 0 or save:
-                    self._log_loss(state, loss_sum, bar)
+                    self._log_loss(state, bar)
                 if save:
                     state["train_seconds"] += time.perf_counter() - t0
                     self.memory.record("training")
@@ -238,14 +236,7 @@ class Trainer:
                 state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
         bar.close()
 
-    def _clip(self, trained: list) -> None:
-        norm = self.accelerator.clip_grad_norm_(trained, self.cfg.max_grad_norm)  # the norm before clipping
-        if norm is None:  # some sharded set-ups
-            return
-        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP2: a DTensor
-        self._grad_stats += torch.stack([norm, norm > self.cfg.max_grad_norm, torch.ones_like(norm)]).float()
-
-    def _log_loss(self, state: dict, loss_sum: torch.Tensor, bar) -> None:
+    def _log_loss(self, state: dict, bar) -> None:
         """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes;
         stop every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate,
         examples/s, mean gradient norm (before clipping), how many steps were clipped and the peak memory since the
@@ -253,15 +244,15 @@ class Trainer:
         n, since = self._since_log
         if n == 0:
             return
-        acc, step = self.accelerator, state["global_step"]
+        acc, step, loss_sum = self.accelerator, state["global_step"], self.step.loss_sum
         mean_loss = (acc.reduce(loss_sum.clone(), reduction="mean") / n).item()  # the same on every process
         if not math.isfinite(mean_loss):
             raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
                                f"checkpoint is kept in {self.ckpt_dir}. Try a lower --lr or --precision fp32.")
         now = time.perf_counter()
-        lr = max(self.scheduler.get_last_lr())  # the head's rate when layer_lr_decay gives layers lower ones
+        lr = float(max(self.scheduler.get_last_lr()))  # the head's rate when layer_lr_decay gives layers lower ones
         rate = n * self.cfg.batch_size * acc.num_processes / (now - since)
-        norm_sum, clipped, steps = self._grad_stats.tolist()
+        norm_sum, clipped, steps = self.step.grad_stats.tolist()
         grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
         peak = self.memory.record("training")  # this stretch's peak: memory that grows with the run shows here
         self.memory.reset_peak()
@@ -273,7 +264,7 @@ class Trainer:
             acc.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
                      **{f"train/{k}": v for k, v in grads.items()}}, step=step)
         loss_sum.zero_()
-        self._grad_stats.zero_()
+        self.step.grad_stats.zero_()
         self._since_log = [0, now]
 
     def _evaluate(self, state: dict, eval_sets: dict, steps_per_epoch: int) -> bool:
@@ -335,7 +326,9 @@ class Trainer:
                   "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
                             "train_seconds": round(seconds, 1),
                             "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
-                            "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed}}
+                            "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed,
+                            "step": {"kind": self.step_plan.kind, "reason": self.step_plan.reason,
+                                     "buckets": list(self.step_plan.buckets), **self.step.summary()}}}
         if acc.is_main_process:
             main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
@@ -386,3 +379,10 @@ def default_pad_multiple(device: str, max_length: int) -> int | None:
     if device == "cuda":
         return 8
     return 32 if device == "cpu" and max_length > 128 else None
+
+
+def make_step(plan: StepPlan, accelerator, model, optimizer, task, cfg, log=print) -> EagerStep:
+    """The step of `plan` (`bertkit.training.step`) for a prepared model and optimizer."""
+    if plan.kind == "graphed":
+        return GraphedStep(accelerator, model, optimizer, task, cfg.max_grad_norm, cfg.batch_size, log)
+    return (StaticStep if plan.kind == "static" else EagerStep)(accelerator, model, optimizer, task, cfg.max_grad_norm)

@@ -53,11 +53,18 @@ def make_accelerator(config, output_dir, accelerator=None):
         accelerator.gradient_accumulation_steps = config.grad_accum
         return accelerator, PrecisionChoice(used, "the given Accelerator's mixed_precision")
     choice = launch.main_value(state, choose_precision(config.compute.precision, state.device))
-    dynamo = {}
+    dynamo = {}  # further Accelerator arguments
     if config.compute.compile:
         from accelerate.utils import TorchDynamoPlugin
 
         dynamo["dynamo_plugin"] = TorchDynamoPlugin(backend="inductor", dynamic=True, use_regional_compilation=True)
+    if state.device.type == "cuda":
+        from accelerate.utils import AutocastKwargs, DataLoaderConfiguration
+
+        # a captured step must not reuse autocast's cached casts across replays; batches copied from pinned memory
+        # without waiting for the device
+        dynamo.update(kwargs_handlers=[AutocastKwargs(cache_enabled=False)],
+                      dataloader_config=DataLoaderConfiguration(non_blocking=True))
     mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
     try:
         accelerator = Accelerator(mixed_precision=mixed, gradient_accumulation_steps=config.grad_accum,

@@ -1,0 +1,217 @@
+"""The graphed training step, checked on a CPU (the capture itself is a thin CUDA layer, tests/test_gpu.py): length
+buckets; the static step (what a CUDA graph replays) giving the eager step's weights bit for bit; its tensor
+learning rate; the graph layer's bookkeeping with a stand-in capture that calls the step again on its static inputs
+(as a replay does); the fallbacks, said on the training line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from bertkit.buckets import batch_longest, bucket_for, choose_buckets, extra_padding, pad_to_length
+
+from .conftest import fit, small_config
+
+TINY = dict(max_steps=20, length_buckets=3, eval_every="100")
+
+
+def weights(run):
+    from safetensors.torch import load_file
+
+    return load_file(str(run / "model.safetensors"))
+
+
+def assert_same_weights(a, b):
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+
+
+# --- buckets --------------------------------------------------------------------------------------------------------
+def brute_force(longest, count):
+    values = sorted(set(longest))
+    best = None
+    for k in range(1, min(count, len(values)) + 1):
+        for chosen in itertools.combinations(values[:-1], k - 1):
+            buckets = [*chosen, values[-1]]
+            cost = sum(bucket_for(n, buckets) for n in longest)
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+def test_buckets_add_the_fewest_padded_positions():
+    rng = random.Random(0)
+    for _ in range(40):
+        longest = [rng.choice([8, 16, 24, 32, 40, 48, 64, 128]) for _ in range(rng.randint(1, 30))]
+        count = rng.randint(1, 4)
+        buckets = choose_buckets(longest, count)
+        assert len(buckets) <= count and buckets == sorted(set(buckets)) and buckets[-1] == max(longest)
+        assert sum(bucket_for(n, buckets) for n in longest) == brute_force(longest, count)
+    assert choose_buckets([16, 16, 32], 8) == [16, 32]  # no more buckets than lengths
+    assert extra_padding([16, 16, 32], [32]) == pytest.approx(32 * 3 / 64 - 1)
+    assert batch_longest([3, 9, 17, 5], [[0, 1], [2, 3]], 8) == [16, 24]
+
+
+def test_padding_to_a_bucket_keeps_every_target():
+    ids = torch.tensor([[101, 7, 102], [101, 102, 0]])  # [batch 2, pieces 3]
+    mask = (ids != 0).long()
+    single = pad_to_length({"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([1, 0])}, 5, 0,
+                           ("labels",))
+    assert single["input_ids"].tolist() == [[101, 7, 102, 0, 0], [101, 102, 0, 0, 0]]
+    assert single["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]]
+    assert single["labels"].tolist() == [1, 0]
+    tags = torch.tensor([[-100, 3, -100], [-100, -100, -100]])
+    ner = pad_to_length({"input_ids": ids, "labels": tags}, 4, 0, ("labels",), sequence_labels=True)
+    assert ner["labels"].tolist() == [[-100, 3, -100, -100], [-100, -100, -100, -100]]
+    multi = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])  # 3 labels per text, as many as the pieces
+    assert pad_to_length({"input_ids": ids, "labels": multi}, 4, 0, ("labels",))["labels"] is multi
+    choices = ids.unsqueeze(0).repeat(2, 1, 1)  # [batch 2, choices 2, pieces 3]
+    mc = pad_to_length({"input_ids": choices, "labels": torch.tensor([0, 1])}, 6, 9, ("labels",))
+    assert mc["input_ids"].shape == (2, 2, 6) and mc["input_ids"][0, 0, 3:].tolist() == [9, 9, 9]
+
+
+# --- the static step: the eager step's weights, bit for bit ---------------------------------------------------------
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_the_static_step_trains_to_the_eager_steps_weights_bit_for_bit(grad_accum, tiny_bert, sst2_dir, tmp_path):
+    """fp32 on a CPU, dropout on, 20 steps over an epoch's end, with the same buckets: the same losses and weights."""
+    runs = {}
+    for kind in ("eager", "static"):
+        runs[kind] = tmp_path / kind
+        task, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, grad_accum=grad_accum,
+                                                   batch_size=16 // grad_accum, **TINY))
+        assert result["train"]["step"]["kind"] == kind and result["train"]["step"]["buckets"]
+        assert result["train"]["examples_seen"] == 20 * 16
+    assert_same_weights(runs["eager"], runs["static"])
+    logs = [[json.loads(line) for line in (runs[k] / "train_log.jsonl").read_text().splitlines()] for k in runs]
+    assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]]
+    assert [r["lr"] for r in logs[0]] == [r["lr"] for r in logs[1]]
+
+
+def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
+    from transformers import get_linear_schedule_with_warmup
+
+    from bertkit.training.step import tensor_learning_rates
+
+    weight = torch.nn.Parameter(torch.ones(4))
+    optimizer = torch.optim.AdamW([{"params": [weight], "lr": 0.1}], lr=0.1, fused=True)
+    schedule = get_linear_schedule_with_warmup(optimizer, 3, 10)
+    expected = [0.1 * min(s / 3, (10 - s) / 7) for s in range(1, 10)]
+    tensor_learning_rates(optimizer, torch.device("cpu"))
+    lr = optimizer.param_groups[0]["lr"]
+    for want in expected:
+        weight.grad = torch.ones(4)
+        optimizer.step()
+        schedule.step()
+        assert optimizer.param_groups[0]["lr"] is lr  # the tensor a captured step reads, filled in place
+        assert lr.item() == want
+    tensor_learning_rates(optimizer, torch.device("cpu"))
+    assert optimizer.param_groups[0]["lr"] is lr  # already right: left as it is
+
+
+# --- the graph layer, with a stand-in capture ------------------------------------------------------------------------
+class ReplayCapture:
+    """A CPU stand-in for CudaCapture: a "graph" that calls the captured function again on its static inputs."""
+
+    captured: list = []
+
+    def __init__(self):
+        pass
+
+    def run(self, fn, *args):
+        return fn(*args)
+
+    def __call__(self, fn, inputs):
+        type(self).captured.append(sorted(inputs))
+        return lambda: fn(inputs)
+
+
+class FailingCapture(ReplayCapture):
+    def __call__(self, fn, inputs):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+
+@pytest.fixture
+def graphed_on_cpu(monkeypatch):
+    from bertkit.training import graphed, step
+
+    def use(capture):  # from here on, runs take the graphed step with `capture`
+        monkeypatch.setattr(step, "_step_kind", lambda cfg, accelerator, precision: ("graphed", "test"))
+        monkeypatch.setattr(graphed, "CudaCapture", capture)
+
+    ReplayCapture.captured = []
+    return use
+
+
+def test_the_graph_layer_replays_the_static_step(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path):
+    """Batches of 24: 10 full ones and a short one per epoch (eager); the full ones replay per-bucket graphs on
+    copies of their inputs; the weights are the static step's, bit for bit."""
+    kw = dict(batch_size=24, **TINY)
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
+    graphed_on_cpu(ReplayCapture)
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+    step = result["train"]["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None
+    captured_shapes = len(ReplayCapture.captured) - 1  # one capture is the update's (no inputs)
+    assert [] in ReplayCapture.captured and 1 <= captured_shapes <= 3  # at most one per bucket
+    assert step["graphs"] == captured_shapes + 1 and step["replays"] > 20
+    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
+
+
+def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, capsys):
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **TINY))
+    graphed_on_cpu(FailingCapture)
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **TINY))
+    assert result["train"]["step"]["capture_failed"].startswith("RuntimeError: operation not permitted")
+    assert "CUDA graph capture failed (RuntimeError: operation not permitted when stream is capturing); the step " \
+           "runs eagerly from here" in capsys.readouterr().err
+    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
+
+
+# --- which step, and why ---------------------------------------------------------------------------------------------
+def accelerator(device="cuda", processes=1, kind="NO"):
+    return SimpleNamespace(device=torch.device(device), num_processes=processes,
+                           distributed_type=SimpleNamespace(name=kind))
+
+
+@pytest.mark.parametrize("acc, precision, flags, kind, reason", [
+    (accelerator(), "bf16", {}, "graphed", "one CUDA device: a CUDA graph per batch shape"),
+    (accelerator("cpu"), "bf16", {}, "eager", "no CUDA device (cpu)"),
+    (accelerator(processes=2, kind="MULTI_GPU"), "bf16", {}, "eager", "2 processes"),
+    (accelerator(kind="FSDP"), "bf16", {}, "eager", "FSDP"),
+    (accelerator(), "fp16", {}, "eager", "fp16 loss scaling reads the scale on the host"),
+    (accelerator(), "bf16", {"peft": "lora"}, "eager", "--peft lora"),
+    (accelerator(), "bf16", {"compile": True}, "eager", "--compile"),
+    (accelerator(), "bf16", {"gradient_checkpointing": True}, "eager",
+     "gradient checkpointing saves random states on the host"),
+    (accelerator("cpu"), "fp32", {"train_step": "graphed"}, "eager", "--train-step graphed, but no CUDA device (cpu)"),
+    (accelerator(), "bf16", {"train_step": "eager"}, "eager", "--train-step eager"),
+    (accelerator("cpu"), "fp32", {"train_step": "static"}, "static", "--train-step static"),
+])
+def test_each_run_takes_the_step_it_can_and_says_why(acc, precision, flags, kind, reason, tmp_path):
+    from bertkit.training.step import AUTO_BUCKETS, plan_step
+
+    cfg = small_config(tmp_path, tmp_path / "run", **flags)
+    lengths = list(range(5, 105))
+    batches = [list(range(i, i + 10)) for i in range(0, 100, 10)]
+    plan = plan_step(cfg, acc, precision, lengths, batches, 8)
+    assert (plan.kind, plan.reason) == (kind, reason)
+    bucketed = kind == "graphed" or flags.get("compile")  # where each shape costs a capture or a compile
+    assert len(plan.buckets) == (AUTO_BUCKETS if bucketed else 0)
+    assert all(b % 8 == 0 for b in plan.buckets)
+    two = plan_step(cfg.replace("test", length_buckets=2), acc, precision, lengths, batches, 8)
+    assert len(two.buckets) == 2 and two.buckets[-1] == 104 and two.extra_padding > 0
+
+
+def test_the_training_line_names_the_step_and_its_buckets(tiny_bert, sst2_dir, tmp_path, capsys):
+    from bertkit.cli import main
+
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+                 "--max-steps", "2", "--length-buckets", "2", "--output-dir", str(tmp_path / "run")]) == 0
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("training:"))
+    assert "; step eager (no CUDA device (cpu)); length buckets " in line and "% padded positions)" in line
