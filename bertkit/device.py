@@ -123,10 +123,11 @@ def choose_precision(requested: str, device: torch.device, flags: set[str] | Non
     return PrecisionChoice("fp32", f"no bf16 policy for device type {device.type}")
 
 
-def autocast(precision: str, device: torch.device):
-    """The autocast context of `precision` on `device` (no-op for fp32)."""
+def autocast(precision: str, device: torch.device, cache: bool = True):
+    """The autocast context of `precision` on `device` (no-op for fp32); `cache=False` inside a CUDA graph capture
+    (a cached cast would outlive the replay it was made in)."""
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=cache)
 
 
 def probe_ids(model, device: torch.device) -> torch.Tensor:

@@ -21,6 +21,7 @@ from ..batching import sorted_batches
 from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
 from ..families import words_tokenizer
+from ..graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
 from ..models import load_pretrained, load_tokenizer
 from ..precast import precast
 from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
@@ -60,6 +61,7 @@ class FeatureExtractor:
         if isinstance(model, str):  # its own model, only for inference: the linear weights in bf16 once
             precast(self.model, self.precision)
         self.batch_size, self.max_length = batch_size, max_length
+        self._graphs: dict = {}  # (layers, precision) → GraphedForward, on a GPU
         self.configure(layers, combine, pool)
 
     def configure(self, layers: str, combine: str, pool: str):
@@ -82,11 +84,20 @@ class FeatureExtractor:
         return h * len(self.layers) if self.combine == "concat" else h
 
     def hidden_states(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The chosen layers of a padded batch: [layers, batch, pieces, H], float32."""
+        """The chosen layers of a padded batch: [layers, batch, pieces, H], float32. On a GPU replayed from a CUDA
+        graph per shape (`bertkit.graphs`): the tensor is the graph's own, to be read before the next call."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        with autocast(self.precision, self.device):
+        if not on_gpu(self.device):
+            return self._chosen(batch, tuple(self.layers), True)
+        layers = tuple(self.layers)
+        if (layers, self.precision) not in self._graphs:  # shared with `with_settings` copies (the same model)
+            self._graphs[layers, self.precision] = GraphedForward(lambda b: self._chosen(b, layers, False))
+        return self._graphs[layers, self.precision](batch)
+
+    def _chosen(self, batch: dict, layers: tuple, cache: bool) -> torch.Tensor:
+        with autocast(self.precision, self.device, cache):
             hidden = self.model(**batch, output_hidden_states=True).hidden_states  # L+1 × [batch, pieces, H]
-        return torch.stack([hidden[i] for i in self.layers]).float()
+        return torch.stack([hidden[i] for i in layers]).float()
 
     def encode(self, sentences: list[list[str]]):
         return self.tokenizer(sentences, is_split_into_words=True, truncation=False)
@@ -105,9 +116,15 @@ class FeatureExtractor:
             if not sentences[i]:
                 raise SentenceError(i, "empty sentence")
         out: list = [None] * len(sentences)
-        for idx in sorted_batches(lengths, self.batch_size):  # similar lengths together; order restored below
+        gpu = on_gpu(self.device)  # by token budget over a few lengths (`bertkit.graphs`), pooled on the host
+        batches = budget_batches(lengths) if gpu else [(idx, 0, 0) for idx in sorted_batches(lengths, self.batch_size)]
+        for idx, length, rows in batches:  # similar lengths together; order restored below
             batch = self.tokenizer.pad({"input_ids": [enc["input_ids"][i] for i in idx]}, return_tensors="pt")
+            if gpu:
+                batch = bucket_batch(batch, length, rows, self.tokenizer.pad_token_id or 0)
             chosen = self.hidden_states(batch)  # [layers, batch, pieces, H]
+            if gpu:
+                chosen = chosen[:, :len(idx)].cpu()  # one copy a batch, not one a sentence
             for j, i in enumerate(idx):
                 vectors = combine_layers(chosen[:, j, : lengths[i]], self.combine)  # [pieces, (layers,) dim]
                 try:

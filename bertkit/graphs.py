@@ -1,0 +1,124 @@
+"""Inference forwards on a GPU: batches by a token budget over a few fixed lengths, each shape replayed from a CUDA
+graph (`predict`, `evaluate`, `serve`, `extract`).
+
+A forward pass of a small encoder on a GPU is mostly Python launching kernels (MiniLM: ~100 of them, ~1-2 ms, for
+well under a millisecond of GPU work at 64 sentences). So on a GPU inference batches are
+
+    lengths padded up to the next of `BUCKETS` (multiples of 16 growing by at most half: at most a third padding)
+    rows per batch = TOKEN_BUDGET // length, the last batch of a length topped up with empty rows
+
+which gives few shapes, each run many times with thousands of positions; each shape is captured once into a CUDA
+graph (after one eager warm-up run) and replayed. Empty rows attend to their first position only and their outputs
+are dropped. A capture that fails (a model that reads a value on the host) leaves that forward eager, said once.
+The CPU path (`bertkit.inference`) is unchanged: there, padding costs compute that launching does not.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+
+import torch
+
+from .buckets import pad_to_length
+
+log = logging.getLogger(__name__)
+BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+TOKEN_BUDGET = 16384  # positions per inference batch on a GPU
+
+
+def on_gpu(device: torch.device) -> bool:
+    """Whether inference on `device` takes this module's path (a CUDA device)."""
+    return device.type == "cuda"
+
+
+def budget_batches(lengths, tokens: int = TOKEN_BUDGET, buckets=BUCKETS) -> list[tuple[list[int], int, int]]:
+    """[(rows of `lengths` in the batch, padded length, rows the batch is topped up to)], longest first: every row
+    padded to the smallest bucket that holds it (a length above the largest keeps its own), `tokens` // length
+    rows per batch; a length's last batch topped up to the next power of two (one request is not run as 512)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: dict[int, list[int]] = {}
+    for i in order:
+        k = bisect.bisect_left(buckets, lengths[i])
+        groups.setdefault(buckets[k] if k < len(buckets) else lengths[i], []).append(i)
+    batches = []
+    for length, rows in groups.items():
+        size = max(1, tokens // length)
+        for j in range(0, len(rows), size):
+            part = rows[j:j + size]
+            batches.append((part, length, min(size, 1 << (len(part) - 1).bit_length())))
+    return batches
+
+
+def pad_rows(batch: dict, rows: int, pad_id: int) -> dict:
+    """`batch` ([batch, ...] tensors) topped up to `rows` rows: input ids `pad_id`, attention masks on the first
+    position only (a row with no position to attend to gives NaN in fused attention), every other tensor 0."""
+    have = len(batch["input_ids"])
+    if have >= rows:
+        return batch
+    out = {}
+    for k, v in batch.items():
+        extra = torch.full((rows - have, *v.shape[1:]), pad_id if k == "input_ids" else 0, dtype=v.dtype,
+                           device=v.device)
+        if k == "attention_mask":
+            extra[..., 0] = 1
+        out[k] = torch.cat([v, extra])
+    return out
+
+
+def bucket_batch(batch: dict, length: int, rows: int, pad_id: int) -> dict:
+    """A collated batch padded to `length` positions and `rows` rows (inputs only: no targets)."""
+    return pad_rows(pad_to_length(batch, length, pad_id), rows, pad_id)
+
+
+class GraphCapture:
+    """Capture of a no-grad forward into a CUDA graph (one memory pool for all of a model's graphs: they never run at
+    once). Tests on a CPU replace it with one that calls the function again."""
+
+    def __init__(self):
+        self.pool = torch.cuda.graph_pool_handle()
+
+    def __call__(self, fn, inputs: dict):
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, pool=self.pool):
+            outputs = fn(inputs)
+        torch.cuda.synchronize()
+
+        def replay():
+            graph.replay()
+            return outputs
+
+        return replay
+
+
+class GraphedForward:
+    """`fn(inputs) -> {name: tensor}` (a no-grad forward) for a few fixed input shapes: the first call of a shape runs
+    eagerly, the second captures it, later ones replay it with the inputs copied into the graph's buffers. The
+    returned tensors are the graph's own: read them before the next call."""
+
+    def __init__(self, fn, capture=None):
+        self.fn, self.capture = fn, capture
+        self.graphs: dict = {}  # shape → (replay, static inputs)
+        self.seen: set = set()
+        self.failed: str | None = None
+
+    @torch.no_grad()
+    def __call__(self, inputs: dict) -> dict:
+        key = tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(inputs.items()))
+        if self.failed or key not in self.graphs and key not in self.seen:
+            self.seen.add(key)
+            return self.fn(inputs)
+        if key not in self.graphs:
+            static = {k: v.clone() for k, v in inputs.items()}
+            try:
+                self.capture = self.capture or GraphCapture()
+                self.graphs[key] = (self.capture(self.fn, static), static)
+            except Exception as e:  # noqa: BLE001 - the eager forward is always right
+                self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                log.warning("inference: CUDA graph capture failed (%s); forwards run eagerly", self.failed)
+                return self.fn(inputs)
+        replay, static = self.graphs[key]
+        for k, v in inputs.items():
+            static[k].copy_(v, non_blocking=True)
+        return replay()

@@ -1,0 +1,100 @@
+"""GPU inference (`bertkit.graphs`) checked on a CPU: token-budget batches over fixed lengths cover every row once,
+padded rows and positions change no answer, and a "graph" stand-in that calls the forward again on its static inputs
+(as a replay does) gives the eager path's outputs; a capture that fails leaves the forward eager."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.graphs import BUCKETS, GraphedForward, budget_batches, pad_rows
+
+TEXTS = ["the film was good and funny", "a dull , boring plot that goes on and on and never ends at all", "wonderful",
+         "the story is quite weak"] * 9
+
+
+class ReplayCapture:
+    def __init__(self):
+        self.captures = 0
+
+    def __call__(self, fn, inputs):
+        self.captures += 1
+        return lambda: fn(inputs)
+
+
+def test_budget_batches_cover_every_row_once_in_few_shapes():
+    rng = random.Random(0)
+    lengths = [rng.randint(3, 600) for _ in range(3000)]
+    batches = budget_batches(lengths, tokens=4096)
+    seen = sorted(i for idx, _, _ in batches for i in idx)
+    assert seen == list(range(len(lengths)))
+    for idx, length, rows in batches:
+        assert all(lengths[i] <= length for i in idx) and len(idx) <= rows <= max(1, 4096 // length)
+        assert length in BUCKETS or length > BUCKETS[-1]
+        assert rows == max(1, 4096 // length) or rows & (rows - 1) == 0  # full, or a power of two
+    assert budget_batches([7]) == [([0], 16, 1)]  # one request is one row
+
+
+def test_padded_rows_attend_to_one_position():
+    batch = {"input_ids": torch.tensor([[101, 5, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
+    padded = pad_rows(batch, 4, 0)
+    assert padded["input_ids"].shape == (4, 3) and padded["attention_mask"][1:].tolist() == [[1, 0, 0]] * 3
+
+
+@pytest.fixture
+def gpu_path(monkeypatch):
+    """The GPU path on a CPU: inference takes it, its captures are stand-ins."""
+    from bertkit import graphs, inference
+    from bertkit.extract import extractor
+
+    monkeypatch.setattr(inference, "on_gpu", lambda device: True)
+    monkeypatch.setattr(extractor, "on_gpu", lambda device: True)
+    monkeypatch.setattr(graphs, "GraphCapture", ReplayCapture)
+
+
+def test_predictions_on_the_gpu_path_are_the_plain_paths(tiny_bert, monkeypatch, request):
+    from bertkit import SequenceClassification, TokenClassification
+
+    rows = [{"text": t} for t in TEXTS]
+    words = [{"sentence": t} for t in TEXTS]
+    tasks = [(SequenceClassification.from_pretrained(str(tiny_bert), label_names=["neg", "pos"]), rows),
+             (TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"]), words)]
+    plain = [task.predict_rows(r, batch_size=4) for task, r in tasks]
+    request.getfixturevalue("gpu_path")
+    for (task, r), want in zip(tasks, plain, strict=True):
+        for _ in range(3):  # eager, captured, replayed
+            got = task.predict_rows(r, batch_size=4)
+            assert got == pytest.approx(want, abs=1e-5) if "probabilities" in want[0] else got == want
+        forward = task.__dict__["_graphed_forwards"]["fp32"]
+        assert forward.graphs and forward.failed is None
+
+
+def test_features_on_the_gpu_path_are_the_plain_paths(tiny_bert, request):
+    from bertkit.extract.extractor import FeatureExtractor
+
+    sentences = [t.split() for t in TEXTS]
+    fx = FeatureExtractor(str(tiny_bert), layers="last2", combine="concat", pool="mean", precision="fp32",
+                          batch_size=4, device="cpu")
+    plain = fx(sentences)
+    request.getfixturevalue("gpu_path")
+    for _ in range(3):
+        got = fx(sentences)
+        for a, b in zip(plain, got, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    assert len(fx._graphs) == 1 and next(iter(fx._graphs.values())).graphs
+
+
+def test_a_forward_whose_capture_fails_stays_eager(caplog):
+    def failing(fn, inputs):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    calls = []
+    forward = GraphedForward(lambda b: calls.append(1) or {"y": b["x"] * 2}, capture=failing)
+    x = {"x": torch.ones(2)}
+    for _ in range(3):
+        assert forward(x)["y"].tolist() == [2.0, 2.0]
+    assert len(calls) == 3 and forward.failed.startswith("RuntimeError") and not forward.graphs
+    assert "CUDA graph capture failed" in caplog.text
