@@ -126,7 +126,7 @@ def train_loader(features, adapter, batch_size: int, seed: int, group_by_length:
     return loader, order
 
 
-def eval_loader(features, adapter, batch_size: int, device: torch.device) -> DataLoader:
-    """An evaluation DataLoader whose batches carry each row's index under `INDEX`."""
+def eval_loader(features, adapter, batch_size: int, device: torch.device, buckets=()) -> DataLoader:
+    """An evaluation DataLoader whose batches carry each row's index under `INDEX` (padded up to `buckets`)."""
     return DataLoader(Rows(features, with_index=True), batch_sampler=SortedBatches(features["length"], batch_size),
-                      collate_fn=Collate(adapter), **loader_options(device))
+                      collate_fn=Collate(adapter, buckets), **loader_options(device))

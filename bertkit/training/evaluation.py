@@ -19,11 +19,13 @@ from .data import INDEX, eval_loader
 
 
 @torch.no_grad()
-def predict_features(accelerator, model, adapter, features, batch_size: int) -> list[dict[str, np.ndarray]]:
+def predict_features(accelerator, model, adapter, features, batch_size: int, buckets=()
+                     ) -> list[dict[str, np.ndarray]]:
     """The adapter's `output_keys` for every feature, in input order (a sequence classifier's logits are
     (num_labels,), a token classifier's (length, num_labels); QA: each window's answer candidates). Collective: every
-    process must call it. Mixed precision is the prepared model's own (accelerate's autocast)."""
-    loader = accelerator.prepare_data_loader(eval_loader(features, adapter, batch_size, accelerator.device))
+    process must call it. Mixed precision is the prepared model's own (accelerate's autocast). `buckets`: batches
+    padded up to the training's length buckets (a compiled model then sees the shapes it compiled)."""
+    loader = accelerator.prepare_data_loader(eval_loader(features, adapter, batch_size, accelerator.device, buckets))
     lengths = features["length"]
     results: list = [None] * len(lengths)
     reduce = adapter.output_reducer(features)

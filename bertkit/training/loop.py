@@ -82,8 +82,10 @@ class Trainer:
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
             with self.memory.phase("evaluation"):
+                plan = getattr(self, "step_plan", None)
+                buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
                 outputs = predict_features(self.accelerator, self.model, self.task, features,
-                                           self.cfg.eval_batch_size)
+                                           self.cfg.eval_batch_size, buckets)
             with self.memory.phase("post-processing"):
                 metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
         return metrics, predictions

@@ -69,7 +69,7 @@ def _step_kind(cfg, accelerator, precision: str) -> tuple[str, str]:
     elif cfg.peft.method != "none":
         why_not = f"--peft {cfg.peft.method}"
     elif cfg.compute.compile:
-        why_not = "--compile"
+        why_not = "--compile: a compilation per batch shape, bounded by the length buckets"
     elif cfg.compute.gradient_checkpointing:
         why_not = "gradient checkpointing saves random states on the host"
     if why_not is None:
