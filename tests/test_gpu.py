@@ -1,0 +1,83 @@
+"""The CUDA side of the graphed step and graphed inference: run on a machine with a GPU (skipped elsewhere; the logic
+they wrap is checked on a CPU by test_graphed_step.py and test_graphed_inference.py)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def tiny_classifier(tiny_bert, dropout: float):
+    from transformers import AutoModelForSequenceClassification
+
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2,
+                                                               hidden_dropout_prob=dropout).cuda().train()
+    return model
+
+
+def loss_increments(tiny_bert, dropout: float, calls: int = 6) -> list[float]:
+    """The loss each call of a GraphedStep's backward adds, on one fixed batch (the later calls are replays)."""
+    from bertkit.tasks.base import Task
+    from bertkit.training.graphed import WARMUP, GraphedStep
+
+    model = tiny_classifier(tiny_bert, dropout)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    accelerator = SimpleNamespace(device=torch.device("cuda"), gradient_accumulation_steps=1)
+    task = SimpleNamespace(compute_loss=Task.compute_loss.__get__(SimpleNamespace()))
+    step = GraphedStep(accelerator, model, optimizer, task, 1.0, batch_size=4, log=print)
+    ids = torch.randint(1000, 2000, (4, 16), device="cuda")
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.tensor([0, 1, 0, 1]).cuda()}
+    seen = []
+    for _ in range(calls):
+        before = step.loss_sum.item()
+        step.backward(batch)
+        seen.append(step.loss_sum.item() - before)
+    assert step.failed is None and step.graphs and step.replays == calls - WARMUP
+    return seen[WARMUP:]
+
+
+def test_replays_draw_new_dropout_masks(tiny_bert):
+    with_dropout = loss_increments(tiny_bert, 0.3)
+    assert len(set(with_dropout)) == len(with_dropout)  # a new mask at every replay
+    without = loss_increments(tiny_bert, 0.0)
+    assert max(without) - min(without) < 1e-6  # the same batch, no dropout: the same loss
+
+
+def test_a_graphed_run_trains_like_the_static_step(tiny_bert, sst2_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from .conftest import fit, small_config
+
+    runs = {}
+    for kind in ("static", "graphed"):
+        runs[kind] = tmp_path / kind
+        _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, batch_size=24, max_steps=30,
+                                                dropout=0.0, attention_dropout=0.0, eval_every="100"))
+        step = result["train"]["step"]
+        assert step["kind"] == kind
+    assert step["capture_failed"] is None and step["graphs"] >= 2 and step["replays"] > 30
+    metrics = json.loads((runs["graphed"] / "metrics.json").read_text())
+    assert metrics["train"]["examples_seen"] == 30 * 24
+    a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
+    for k in a:  # the same arithmetic; kernels may differ in rounding between a captured and an eager launch
+        assert torch.allclose(a[k], b[k], atol=1e-4), k
+
+
+def test_graphed_inference_answers_as_eager(tiny_bert):
+    from bertkit import SequenceClassification
+    from bertkit.graphs import GraphedForward
+
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["neg", "pos"])
+    task.model.cuda().eval()
+    rows = [{"text": t} for t in ["a good film", "a dull and boring plot that never ends", "fine"] * 20]
+    answers = [task.predict_rows(rows) for _ in range(3)]  # eager, captured, replayed
+    for eager, replayed in zip(answers[0], answers[2], strict=True):
+        assert eager["label"] == replayed["label"] and eager["score"] == pytest.approx(replayed["score"], abs=1e-5)
+    forward = task.__dict__["_graphed_forwards"]["fp32"]
+    assert isinstance(forward, GraphedForward) and forward.graphs and forward.failed is None
