@@ -206,6 +206,8 @@ class RunConfig:
         for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "keep_checkpoints"):
             if getattr(self, name) <= 0:
                 raise BertkitError(f"{source}: '{name}' must be positive")
+        if self.max_steps is not None and self.max_steps <= 0 or self.epochs <= 0:
+            raise BertkitError(f"{source}: 'max_steps' and 'epochs' must be positive")
         for name in ("dropout", "attention_dropout"):
             if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
                 raise BertkitError(f"{source}: '{name}' must be in [0, 1)")

@@ -95,6 +95,8 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "sst2", "--model", "./no/such/model", "--output-dir", "{out}"], "model folder not found"),
     (SST2 + [str(GOOD / "missing.tsv")], "missing.tsv: file not found"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-steps", "-1"],
+     "'max_steps' and 'epochs' must be positive"),
     (["finetune", "qnli", "--model", "{tiny}", "--data-dir", str(GOOD), "--output-dir", "{out}"],
      "train.tsv: file not found (the training file); 'qnli' has only dev.tsv here. To train and measure on a "
      "split carved from it, add --carve-eval 20"),
