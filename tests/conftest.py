@@ -405,6 +405,28 @@ def one_precision_per_test():
         AcceleratorState._reset_state(reset_partial_state=False)
 
 
+# A subprocess that must run on the CPU on any machine: training (accelerate) and inference (`default_device`)
+CPU_ENV = {"ACCELERATE_USE_CPU": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """The test runs on the CPU on any machine, as a GPU-less one runs it: for tests of CPU-only features (the CPU
+    speed-ups and kept heap, the CPU precision choice, the resident-memory budget, CPU defaults) and of numbers
+    recorded on a CPU. Training: accelerate's device comes from its process-wide PartialState, made once per
+    process (by `launch.start`, reading ACCELERATE_USE_CPU), so it is forgotten before the test, to be made again
+    on the CPU, and after it, so that the next test gets the machine's own device again. Inference and anything
+    else asking torch: no GPU is available. Nothing changes on a machine without a GPU."""
+    import torch
+    from accelerate.state import AcceleratorState
+
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 # --- deploy runs: tiny fine-tuned runs of every head, a real `bertkit serve` process, CLI references ---------------
 # (shared by test_serve.py and test_export.py)
 from contextlib import contextmanager  # noqa: E402
@@ -458,9 +480,9 @@ def _log_tail(log) -> str:
 
 
 @contextmanager
-def server(model, *flags: str, startup_s: float = 120):
-    """A `bertkit serve` process on a free port; yields (base url, process). Stopped with SIGTERM on exit (killed if
-    it does not stop within 30 s)."""
+def server(model, *flags: str, startup_s: float = 120, cpu: bool = False):
+    """A `bertkit serve` process on a free port (with `cpu`, on the CPU on any machine); yields (base url, process).
+    Stopped with SIGTERM on exit (killed if it does not stop within 30 s)."""
     import signal
     import subprocess
     import sys
@@ -472,7 +494,7 @@ def server(model, *flags: str, startup_s: float = 120):
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"bertkit-serve-{port}.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "bertkit.cli", "serve", "--model", str(model), "--port", str(port),
                              "--precision", "fp32", "--log-level", "warning", *flags], stdout=log,
-                            stderr=subprocess.STDOUT, env=bertkit_env(), cwd=REPO)
+                            stderr=subprocess.STDOUT, env={**bertkit_env(), **(CPU_ENV if cpu else {})}, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s

@@ -16,6 +16,7 @@ def metrics(run) -> dict:
     return json.loads((run / "metrics.json").read_text())["train"]
 
 
+@pytest.mark.usefixtures("cpu_only")  # the budget's plans are the CPU's (resident memory); a GPU's is plan_cuda
 @pytest.mark.parametrize("flags, micro, accum", [
     (["--batch-size", "8", "--grad-accum", "2"], 8, 2),  # the flag (a recipe's `grad_accum` is the same field)
     (["--batch-size", "8", "--grad-accum", "2", "--memory-budget", "16GB"], 16, 1),  # a plan that lowers it

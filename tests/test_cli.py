@@ -116,6 +116,7 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("cpu_only")  # "fp16 needs a GPU": a machine without one
 @pytest.mark.parametrize("args, expected", [
     (["finetune", "sst2", "--model", "./no/such/model"], "model folder not found"),
     (["finetune", "sst2", "--output-dir", "{run}"], "is not empty; pass --resume"),

@@ -108,6 +108,7 @@ def predicted(run: Path, split: str, suffix: str) -> list:
         else rows
 
 
+@pytest.mark.usefixtures("cpu_only")  # the one process's `evaluate` on the CPU too, on any machine (to 1e-9)
 @pytest.mark.parametrize("make", [sst2_data, rte_data, conll_data, squad_data], ids=["sst2", "rte", "ner", "qa"])
 def test_two_processes_score_every_dev_example_once_as_one_process_does(make, tiny_bert, tmp_path, capsys):
     data = tmp_path / "data"

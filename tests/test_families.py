@@ -243,6 +243,7 @@ def served(run: Path, body: dict) -> list[dict]:
 
 
 # --- the matrix ---------------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("cpu_only")  # exact equality of the run's, predict's and serve's scores: one device, the CPU
 @pytest.mark.parametrize("cell", list(CELLS))
 @pytest.mark.parametrize("family", FAMILIES)
 def test_task(tmp_path_factory, tiny_bert, capsys, family, cell):

@@ -77,6 +77,7 @@ def test_padding_to_a_bucket_keeps_every_target():
 
 
 # --- the static step: the eager step's weights, bit for bit ---------------------------------------------------------
+@pytest.mark.usefixtures("cpu_only")  # bit for bit on a CPU (a GPU's graphed run: tests/test_gpu.py)
 @pytest.mark.parametrize("grad_accum", [1, 2])
 def test_the_static_step_trains_to_the_eager_steps_weights_bit_for_bit(grad_accum, tiny_bert, sst2_dir, tmp_path):
     """fp32 on a CPU, dropout on, 20 steps over an epoch's end, with the same buckets: the same losses and weights."""
@@ -148,6 +149,7 @@ def graphed_on_cpu(monkeypatch):
     return use
 
 
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
 def test_the_graph_layer_replays_the_static_step(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path):
     """Batches of 24: 10 full ones and a short one per epoch (eager); the full ones replay per-bucket graphs on
     copies of their inputs; the weights are the static step's, bit for bit."""
@@ -163,6 +165,7 @@ def test_the_graph_layer_replays_the_static_step(graphed_on_cpu, tiny_bert, sst2
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU
 def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, capsys):
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **TINY))
     graphed_on_cpu(FailingCapture)
@@ -209,6 +212,7 @@ def test_each_run_takes_the_step_it_can_and_says_why(acc, precision, flags, kind
     assert len(two.buckets) == 2 and two.buckets[-1] == 104 and two.extra_padding > 0
 
 
+@pytest.mark.usefixtures("cpu_only")  # a CPU's step (eager); one GPU's is graphed
 def test_the_training_line_names_the_step_and_its_buckets(tiny_bert, sst2_dir, tmp_path, capsys):
     from bertkit.cli import main
 

@@ -43,6 +43,7 @@ def test_kept_heap_reuses_pages_and_release_returns_them():
     assert returned > size // 2  # release_heap handed the freed memory back to the system
 
 
+@pytest.mark.usefixtures("cpu_only")  # the trainer keeps the heap when it trains on a CPU only
 @pytest.mark.parametrize("enabled", [True, False])
 def test_trainer_keeps_heap_while_training_and_releases_after(tiny_bert, sst2_dir, tmp_path, monkeypatch, enabled):
     calls = []

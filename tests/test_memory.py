@@ -62,6 +62,7 @@ def test_memory_sizes_parse_and_bad_ones_are_refused():
     assert divisors(32) == [1, 2, 4, 8, 16, 32]
 
 
+@pytest.mark.usefixtures("cpu_only")  # the resident-memory plan; a GPU plans by its allocated memory (plan_cuda)
 def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_before_training(tiny_bert, sst2_dir,
                                                                                              tmp_path, capsys):
     from bertkit.cli import main

@@ -71,6 +71,7 @@ def test_explicit_precisions_are_checked():
         device.choose_precision("fp16", CPU)
 
 
+@pytest.mark.usefixtures("cpu_only")  # a CPU's choice (a GPU's is bf16 or fp16)
 def test_the_run_records_the_precision_choice_and_why(tiny_bert, sst2_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(device, "_DECIDED", {})
     monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512f"})  # an Intel Xeon without bf16
@@ -132,6 +133,7 @@ class Stop(Exception):
     pass
 
 
+@pytest.mark.usefixtures("cpu_only")  # the CPU speed-ups and kept heap apply to CPU training only
 def test_a_fit_that_raises_leaves_the_model_as_an_unpatched_copy_and_the_heap_released(tiny_bert, sst2_dir,
                                                                                        tmp_path, monkeypatch):
     calls = []
@@ -198,6 +200,7 @@ def test_gpu_loaders_use_workers_pinned_memory_and_pad_to_multiples_of_8(tiny_be
         assert task.collate(list(features))["input_ids"].shape[1] == 8
 
 
+@pytest.mark.usefixtures("cpu_only")  # the kept heap is for CPU training only
 @pytest.mark.parametrize("precision,kept", [("fp32", False), ("bf16", True)])
 def test_the_trainer_keeps_the_heap_in_bf16_only(tiny_bert, sst2_dir, tmp_path, monkeypatch, precision, kept):
     asked = []

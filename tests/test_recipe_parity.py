@@ -43,6 +43,7 @@ def test_the_record_is_0_2_0s_and_covers_every_recipe():
     assert set(recipe_names()) - set(PARITY_RECIPES) == {"swag"}  # the one recipe 0.2.0 did not have
 
 
+@pytest.mark.usefixtures("cpu_only")  # recorded on CPUs, with the CPU speed-ups' dropout masks
 @pytest.mark.parametrize("recipe", list(PARITY_RECIPES))
 def test_recipe_metrics_equal_0_2_0(recipe, fixed_tiny, tmp_path):
     entry, same_versions = recorded_values()

@@ -11,7 +11,7 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from .conftest import REPO, write_sst2
+from .conftest import CPU_ENV, REPO, write_sst2
 
 FAULTS = str(REPO / "tests" / "faults.py")
 
@@ -102,10 +102,10 @@ def test_two_process_cpu_data_parallel_is_real(tiny_bert, data, tmp_path):
     # 2 processes × 8 examples = 16 per step, as the single-process run with batch 16; 3 epochs = 48 steps
     common = ["--epochs", "3", "--seed", "1"]
     out, single_out = tmp_path / "ddp", tmp_path / "single"
-    proc = bertkit(finetune_args(tiny_bert, data, out, "--batch-size", "8", *common), env={"ACCELERATE_USE_CPU": "1"},
-                   launcher=TORCHRUN)
+    proc = bertkit(finetune_args(tiny_bert, data, out, "--batch-size", "8", *common), env=CPU_ENV, launcher=TORCHRUN)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert bertkit(finetune_args(tiny_bert, data, single_out, *common)).returncode == 0
+    # the one-process run and the evaluation on the CPU too, on any machine: the same arithmetic as the two processes
+    assert bertkit(finetune_args(tiny_bert, data, single_out, *common), env=CPU_ENV).returncode == 0
     metrics, single = (json.loads((d / "metrics.json").read_text()) for d in (out, single_out))
     assert metrics["train"]["processes"] == 2 and metrics["train"]["steps"] == single["train"]["steps"] == 48
     assert abs(metrics["dev"]["accuracy"] - single["dev"]["accuracy"]) <= 0.05 and metrics["dev"]["accuracy"] >= 0.9
@@ -116,14 +116,15 @@ def test_two_process_cpu_data_parallel_is_real(tiny_bert, data, tmp_path):
     assert len((out / "predictions_dev.jsonl").read_text().splitlines()) == 65
     assert proc.stdout.count('"main_metric"') == 1  # only the main process prints
     evaluated = bertkit(["evaluate", "--model", str(out), "--task", "sst2", "--data-dir", str(data), "--precision",
-                         "fp32"])
+                         "fp32"], env=CPU_ENV)
     assert evaluated.returncode == 0
     assert json.loads((out / "eval_sst2_dev.json").read_text())["accuracy"] == metrics["dev"]["accuracy"]
 
 
 @pytest.mark.slow
 def test_torchrun_without_the_cpu_flag_is_stopped_with_the_right_command(tiny_bert, data, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    # a machine without a GPU (with one, two processes without the flag are a GPU launch)
+    env = {**{k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run([*TORCHRUN, "-m", "bertkit.cli", *finetune_args(tiny_bert, data, tmp_path / "x")],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode != 0, proc.stderr[-3000:]

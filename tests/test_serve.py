@@ -27,10 +27,19 @@ def sst2_run(tmp_path_factory, tiny_bert):
     return tiny_run(tmp_path_factory, tiny_bert, "sst2")
 
 
+SST2_FLAGS = ["--max-items", "32", "--max-text-chars", "2000", "--max-body-bytes", "60000", "--embed-max-length", "64"]
+
+
 @pytest.fixture(scope="module")
 def sst2_server(sst2_run):
-    with server(sst2_run, "--max-items", "32", "--max-text-chars", "2000", "--max-body-bytes", "60000",
-                "--embed-max-length", "64") as (url, proc):
+    with server(sst2_run, *SST2_FLAGS) as (url, proc):
+        yield url, proc
+
+
+@pytest.fixture(scope="module")
+def cpu_sst2_server(sst2_run):
+    """The same server on the CPU on any machine: for the CPU's defaults (a GPU's differ)."""
+    with server(sst2_run, *SST2_FLAGS, cpu=True) as (url, proc):
         yield url, proc
 
 
@@ -193,8 +202,8 @@ def test_a_base_checkpoint_serves_embeddings_only(tiny_bert, tmp_path):
             np.testing.assert_allclose(np.asarray(got["vectors"]), expected, atol=1e-5)
 
 
-def test_metadata_health_and_openapi(sst2_server):
-    url, _ = sst2_server
+def test_metadata_health_and_openapi(cpu_sst2_server):
+    url, _ = cpu_sst2_server
     meta = httpx.get(url + "/metadata", timeout=10).json()
     assert meta["task"] == "sequence-classification" and meta["labels"] == ["negative", "positive"]
     assert meta["precision"] == "fp32" and meta["max_length"] == 128 and meta["pairs"] is False
@@ -216,11 +225,11 @@ def test_model_batch_default_by_precision_and_device():
     assert model_batch("torch", "fp32", "cuda") == 16 and model_batch("onnx", "fp32", "cpu") == 16
 
 
-def test_call_items_default_by_device(sst2_server):
+def test_call_items_default_by_device(cpu_sst2_server):
     from bertkit.serve.engine import call_items
 
     assert call_items("cpu") == 16 and call_items("cuda") == 64
-    url, _ = sst2_server  # started without --max-batch, on this CPU
+    url, _ = cpu_sst2_server  # started without --max-batch, on the CPU
     assert httpx.get(url + "/metadata", timeout=10).json()["batching"]["max_batch"] == 16
 
 
