@@ -1,8 +1,8 @@
 """Inference forwards on a GPU: batches by a token budget over a few fixed lengths, each shape replayed from a CUDA
 graph (`predict`, `evaluate`, `serve`, `extract`).
 
-A forward pass of a small encoder on a GPU is mostly Python launching kernels (MiniLM: ~100 of them, ~1-2 ms, for
-well under a millisecond of GPU work at 64 sentences). So on a GPU inference batches are
+A forward pass of a small encoder on a GPU is mostly Python launching kernels (MiniLM's at 64 sentences: launching
+takes longer than the GPU work; docs/speed.md, "On one GPU"). So on a GPU inference batches are
 
     lengths padded up to the next of `BUCKETS` (multiples of 16 growing by at most half: at most a third padding)
     rows per batch = TOKEN_BUDGET // length, the last batch of a length topped up with empty rows

@@ -31,7 +31,7 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
         batches, forward = budget_batches(lengths), graphed_forward(adapter, precision, device)
     else:
         batches, forward = [(idx, None, None) for idx in sorted_batches(lengths, batch_size)], None
-    if any(m.training for m in model.modules()):  # eval() walks and sets every module: ~0.25 ms a call
+    if any(m.training for m in model.modules()):  # eval() walks and sets every module (docs/speed.md)
         model.eval()
     results: list = [None] * len(lengths)
     reduce = adapter.output_reducer(features)

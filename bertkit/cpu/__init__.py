@@ -9,7 +9,7 @@ with cpu_speedups(model, fast_dropout=True, keep_heap=True, log=print) as applie
 - `fast_dropout` (dropout.py): dropout masks from cheaper random numbers, and BERT's attention computed unfused
   while training (faster than torch's fused SDPA backward on CPU);
 - `keep_heap` (heap.py): glibc keeps freed memory in the heap instead of unmapping it every step. The trainer asks
-  for it in bf16 only: it measured ≥ 3 % there and about 1 % in fp32 (docs/speed.md).
+  for it in bf16 only: it met the 3 % rule below there and not in fp32 (docs/speed.md, "Which CPU speed-ups stay").
 Each one is checked to have taken effect: one forward pass of the model in training mode on a dummy input (under
 `torch.random.fork_rng`, so no random state moves) must go through the patched code. What the installed
 transformers does not support is undone and skipped with one message. A speed-up is kept only if it gains at

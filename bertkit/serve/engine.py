@@ -177,17 +177,17 @@ class Engine:
 
 def call_items(device: str) -> int:
     """Items per model call (`--max-batch`), when not given: 16 on a CPU, where under load a call chosen by length
-    from the waiting requests pads less than one that takes them all (docs/speed.md, 2026-11-26); 64 elsewhere (a
-    GPU: not measured, so as before)."""
+    from the waiting requests pads less than one that takes them all (docs/speed.md, "Serving under load"); 64
+    elsewhere (a GPU: not measured, so as before)."""
     return 16 if device == "cpu" else 64
 
 
 def model_batch(backend: str, precision: str, device) -> int:
     """Items per forward pass inside a server's call, when not given: 8 for torch in fp32 on a CPU, else 16. A call
     holds the requests that arrived together (random lengths, sorted inside it), so a batch pads to its longest
-    item: in fp32 on a CPU, where a batch's cost is its padded size, 8 pads less than 16 (−6 % CPU per request at 64
-    clients on an Intel Xeon, docs/speed.md); in bf16 the larger matrix products are worth more than the padding;
-    ONNX Runtime was not measured at 8."""
+    item: in fp32 on a CPU, where a batch's cost is its padded size, 8 pads less than 16 and costs less CPU per
+    request under load (docs/speed.md, "Serving fp32 in model batches of 8"); in bf16 the larger matrix products are
+    worth more than the padding; ONNX Runtime was not measured at 8."""
     cpu = getattr(device, "type", str(device)) == "cpu"
     return 8 if backend == "torch" and precision == "fp32" and cpu else 16
 

@@ -34,7 +34,8 @@ from .. import families
 from ..errors import BertkitError
 
 # The kept heap (bf16 CPU) only where a micro-batch holds at most this many positions (batch size × max length):
-# at 8 × 384 it held 1-4 % more memory than without it, at 16 × 384 and 32 × 384 25 % more (docs/memory.md).
+# at 8 × 384 it held about the memory of a run without it, at 16 × 384 and 32 × 384 markedly more (the measurements:
+# docs/memory.md, "Why a CPU run's memory grew with its length").
 KEEP_HEAP_POSITIONS = 4096
 
 
@@ -152,8 +153,8 @@ def _unwrap(task, model, trainable: dict) -> None:
 @contextmanager
 def heap_released(applied):
     """Inside `model_changes`, for evaluation and saving: the training step's kept heap (`keep_heap`, bf16 on a CPU)
-    goes back to the system first, else the evaluation's own buffers come on top of it (the SQuAD recipe with
-    MiniLM: 3.6 GiB in training, 4.5 GiB in its evaluations); the heap is kept again for the next training steps."""
+    goes back to the system first, else the evaluation's own buffers come on top of it (the SQuAD recipe's MiniLM
+    runs: docs/memory.md, "The SQuAD recipe over full epochs"); the heap is kept again for the next training steps."""
     kept = "keep_heap" in applied
     if kept:
         from ..cpu.heap import keep_heap, release_heap

@@ -1,6 +1,7 @@
 """`StaticStep` captured in CUDA graphs and replayed: one graph of forward + backward per batch shape (the length
-buckets keep them few), one of clipping + AdamW. A replay launches the ~1,000 kernels of a step at once, where eager
-PyTorch spends ~30 µs of Python per kernel (bert-base: 31 ms a step for 1-3 ms of GPU work).
+buckets keep them few), one of clipping + AdamW. A replay launches all the kernels of a step at once, where eager
+PyTorch spends Python time on each one: for a BERT-sized step far longer than the GPU spends on the work (the
+measured starting line: docs/speed.md, "On one GPU").
 
 How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a side stream (cuBLAS workspaces, lazy
 optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
