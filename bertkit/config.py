@@ -75,7 +75,7 @@ class Compute:
                                       "(faster backward than fused SDPA on CPU); see bertkit/cpu/dropout.py.")
     keep_heap: bool = option(True, "bf16 CPU training (Linux, glibc): keep freed memory in the heap between steps, "
                                    "not unmapped and faulted in again; only for micro-batches of at most 4096 "
-                                   "positions (batch size × max length: above, it holds a quarter more memory; "
+                                   "positions (batch size × max length: above, it holds markedly more memory; "
                                    "docs/memory.md); see bertkit/cpu/heap.py.")
     gradient_checkpointing: bool = option(False, "Keep only each transformer layer's input for the backward pass and "
                                                  "compute the rest again (transformers' own, non-reentrant): less "
@@ -91,7 +91,7 @@ class Compute:
         if self.pad_to_multiple is not None and self.pad_to_multiple <= 0:
             raise BertkitError(f"{source}: 'pad_to_multiple' must be positive")
         if self.memory_budget is not None:
-            from .training.budget import parse_size
+            from .memory import parse_size
 
             parse_size(self.memory_budget, source)
 

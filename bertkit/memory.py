@@ -21,12 +21,15 @@ True
 from __future__ import annotations
 
 import os
+import re
 import resource
 import sys
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import BertkitError
 
 GIB = 1024**3
 STATUS, STATM = Path("/proc/self/status"), "/proc/self/statm"
@@ -170,3 +173,12 @@ class MemoryLog:
         cuda = f", CUDA {s['cuda_allocated_gib']} GiB allocated / {s['cuda_reserved_gib']} GiB reserved" \
             if self.cuda else ""
         return f"peak memory: {s['peak_rss_gib']} GiB resident (in {phase}){cuda}"
+
+
+def parse_size(text: str, source: str = "memory_budget") -> int:
+    """'8GB', '8 GiB', '7.5G', '512MB' → bytes (GB and GiB both mean 2**30 here, as `free -g` and the kernel count)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B?)?\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise BertkitError(f"{source}: '{text}' is not a memory size such as 8GB or 512MB")
+    unit = (m.group(2) or "G").upper()[0]
+    return int(float(m.group(1)) * {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit])

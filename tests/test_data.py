@@ -1,7 +1,8 @@
 import pytest
 
+from bertkit import SequenceClassification
 from bertkit.config import load_recipe
-from bertkit.data import load_classification_data, read_classification_file, read_rows
+from bertkit.data import read_classification_file, read_rows
 from bertkit.errors import BertkitError, DataError
 
 from .conftest import SHARED_DATA
@@ -71,19 +72,19 @@ def test_label_set_discovered_from_generic_training_file(tmp_path):
     write(tmp_path / "dev.csv", "text,label\nx,ham\n")
     cfg = load_recipe("sst2", {"data_dir": str(tmp_path), "train_file": "train.csv", "validation_files": "dev.csv",
                                "text_column": "text", "label_names": []})
-    train, evals, names = load_classification_data(cfg)
+    train, evals, names = SequenceClassification.load_data(cfg)
     assert names == ["ham", "spam"] and train["label"] == [1, 0, 1] and evals["dev"]["label"] == [0]
 
 
 def test_no_local_data_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
     with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):
-        load_classification_data(load_recipe("sst2"))
+        SequenceClassification.load_data(load_recipe("sst2"))
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sst2").is_dir(), reason="shared SST-2 not available")
 def test_real_sst2_files_parse_completely():
     cfg = load_recipe("sst2", {"data_dir": str(SHARED_DATA / "sst2")})
-    train, evals, names = load_classification_data(cfg)
+    train, evals, names = SequenceClassification.load_data(cfg)
     assert len(train) == 67349 and len(evals["dev"]) == 872 and names == NAMES
     assert set(train["label"]) == {0, 1} and all(t == t.strip() for t in train["text"][:1000])

@@ -6,9 +6,10 @@ import csv
 import datasets
 import pytest
 
+from bertkit import SequenceClassification
 from bertkit.config import load_recipe
-from bertkit.data import load_classification_data, read_classification_file, read_rows
-from bertkit.data.classification import in_carved_eval, load_split
+from bertkit.data import read_classification_file, read_rows
+from bertkit.data.classification import in_carved_eval
 from bertkit.errors import BertkitError, DataError
 
 from .conftest import SHARED_DATA
@@ -21,7 +22,7 @@ def write(path, text):
 
 
 def load(task, data_dir, **overrides):
-    return load_classification_data(load_recipe(task, {"data_dir": str(data_dir), **overrides}))
+    return SequenceClassification.load_data(load_recipe(task, {"data_dir": str(data_dir), **overrides}))
 
 
 def test_cola_headerless_tsv(tmp_path):
@@ -62,7 +63,7 @@ def test_qqp_glue_format(tmp_path):
     write(tmp_path / "train.tsv", "\n".join(rows) + "\n")
     write(tmp_path / "dev.tsv", "\n".join(rows[:2]) + "\n")
     cfg = load_recipe("qqp", {"data_dir": str(tmp_path)})
-    train, evals, names = load_classification_data(cfg)
+    train, evals, names = SequenceClassification.load_data(cfg)
     assert names == ["not_duplicate", "duplicate"] and train["label"] == [1, 0] and evals["dev"]["label"] == [1]
     assert train["text_pair"][1] == "Who wrote Hamlet?" and cfg.metrics == ["accuracy", "f1"]
 
@@ -89,8 +90,8 @@ def test_qnli_without_train_names_the_carved_split(tmp_path):
     assert name == "dev_carved20" and len(train) + len(held) == 200 and 20 <= len(held) <= 60
     assert not set(train["text"]) & set(held["text"])  # a question's two rows stay on one side
     assert all(in_carved_eval(q, 20) for q in held["text"]) and not any(in_carved_eval(q, 20) for q in train["text"])
-    again = load_split(load_recipe("qnli", {"data_dir": str(tmp_path)}), "dev_carved20", ["entailment",
-                                                                                         "not_entailment"])
+    again = SequenceClassification.load_split(load_recipe("qnli", {"data_dir": str(tmp_path)}), "dev_carved20",
+                                              ["entailment", "not_entailment"])
     assert again["text"] == held["text"] and again["label"] == held["label"]  # evaluate finds the same split
 
 
@@ -114,18 +115,18 @@ def test_hub_glue_configs_are_read_with_their_columns(monkeypatch):
     calls = fake_hub(monkeypatch, {"train": {"sentence1": ["a", "b"], "sentence2": ["c", "d"], "label": [4.2, 0.5],
                                              "idx": [0, 1]},
                                    "validation": {"sentence1": ["e"], "sentence2": ["f"], "label": [3.0], "idx": [0]}})
-    train, evals, names = load_classification_data(load_recipe("stsb"))
+    train, evals, names = SequenceClassification.load_data(load_recipe("stsb"))
     assert calls == [("nyu-mll/glue", "stsb", "train"), ("nyu-mll/glue", "stsb", "validation")]
     assert train["label"] == [4.2, 0.5] and train["text_pair"] == ["c", "d"] and evals["validation"]["text"] == ["e"]
     fake_hub(monkeypatch, {"train": {"question1": ["q1"], "question2": ["q2"], "label": [1], "idx": [0]},
                            "validation": {"question1": ["q3"], "question2": ["q4"], "label": [0], "idx": [0]}})
-    train, _, names = load_classification_data(load_recipe("qqp"))
+    train, _, names = SequenceClassification.load_data(load_recipe("qqp"))
     assert train["text"] == ["q1"] and train["label"] == [1] and names == ["not_duplicate", "duplicate"]
     questions = [f"question {i}?" for i in range(50)]
     fake_hub(monkeypatch, {"train": {"question": ["x"], "sentence": ["y"], "label": [0], "idx": [0]},
                            "validation": {"question": questions, "sentence": ["s"] * 50, "label": [0, 1] * 25,
                                           "idx": list(range(50))}})
-    train, evals, _ = load_classification_data(load_recipe("qnli", {"carve_eval": 20}))
+    train, evals, _ = SequenceClassification.load_data(load_recipe("qnli", {"carve_eval": 20}))
     assert list(evals) == ["validation_carved20"] and len(train) + len(evals["validation_carved20"]) == 50
 
 

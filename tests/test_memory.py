@@ -53,7 +53,8 @@ def test_every_run_records_its_peak_memory_per_phase(tiny_bert, sst2_dir, tmp_pa
 
 def test_memory_sizes_parse_and_bad_ones_are_refused():
     from bertkit.errors import BertkitError
-    from bertkit.training.budget import divisors, parse_size
+    from bertkit.memory import parse_size
+    from bertkit.training.budget import divisors
 
     assert parse_size("8GB") == parse_size("8 GiB") == parse_size("8") == 8 * 2**30
     assert parse_size("512MB") == 2**29 and parse_size("1.5G") == 3 * 2**29

@@ -22,14 +22,13 @@ from bertkit.config import load_recipe
 from bertkit.data.conll import (
     conll_lines,
     label_names_for,
-    load_conll_data,
-    load_conll_split,
     read_conll_file,
     to_iob2,
 )
 from bertkit.errors import BertkitError, DataError
 from bertkit.metrics.ner import EntityScores
 from bertkit.tasks.casing import CASING_TYPES, word_casing
+from bertkit.tasks.token_classification import TokenClassification
 from bertkit.tasks.windows import merge_windows, word_windows
 
 from . import conlleval
@@ -83,7 +82,7 @@ def test_iob1_is_converted_to_iob2_and_reported(tmp_path, capsys):
     write(tmp_path / "train.txt", iob1)
     write(tmp_path / "valid.txt", "Paris I-LOC\n")
     cfg = load_recipe("conll2003", {"data_dir": str(tmp_path), "test_file": None})
-    train, evals, names = load_conll_data(cfg)
+    train, evals, names = TokenClassification.load_data(cfg)
     assert train["tags"] == [["B-PER", "I-PER", "O", "B-PER", "I-PER", "B-PER", "O", "B-LOC"]]
     assert evals["valid"]["tags"] == [["B-LOC"]] and names == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     err = capsys.readouterr().err
@@ -418,7 +417,7 @@ def test_recipe_has_bert_paper_defaults():
 def test_hub_copy_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
     with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data.*eriktks/conll2003"):
-        load_conll_data(load_recipe("conll2003"))
+        TokenClassification.load_data(load_recipe("conll2003"))
 
 
 def test_hub_copy_is_mapped_to_tag_names_in_our_label_order(monkeypatch, tmp_path):
@@ -440,15 +439,15 @@ def test_hub_copy_is_mapped_to_tag_names_in_our_label_order(monkeypatch, tmp_pat
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     cfg = load_recipe("conll2003")
-    train, evals, names = load_conll_data(cfg)
+    train, evals, names = TokenClassification.load_data(cfg)
     assert names == ["O", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
     assert train["tokens"] == [["EU", "rejects", "German"], ["Peter", "Blackburn"]]  # the empty row is dropped
     assert train["tags"] == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
     assert evals["validation"]["tags"] == [["O", "O"]]
-    assert load_conll_split(cfg, "test", names)["tags"] == [["B-PER"]]
+    assert TokenClassification.load_split(cfg, "test", names)["tags"] == [["B-PER"]]
     assert calls[0] == ("eriktks/conll2003", None, "refs/convert/parquet", "train")
     with pytest.raises(DataError, match=r"eriktks/conll2003\[train\], line 1, field \"ner_tags\": tag 'B-ORG' is not"):
-        load_conll_data(load_recipe("conll2003", {"label_names": ["O", "B-PER", "I-PER"]}))
+        TokenClassification.load_data(load_recipe("conll2003", {"label_names": ["O", "B-PER", "I-PER"]}))
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "conll2003").is_dir(), reason="shared CoNLL-2003 not available")

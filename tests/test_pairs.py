@@ -8,7 +8,6 @@ import pytest
 from bertkit import SequenceClassification
 from bertkit.cli import main
 from bertkit.config import load_recipe
-from bertkit.data import load_classification_data
 from bertkit.errors import DataError
 
 from .conftest import MNLI_HEADER, SHARED_DATA, write_rte
@@ -29,7 +28,7 @@ def mnli_files(d):
 
 def test_mnli_jsonl_train_skips_no_majority_rows_and_evaluates_both_dev_sets(tmp_path, capsys):
     cfg = load_recipe("mnli", {"data_dir": str(mnli_files(tmp_path / "mnli"))})
-    train, evals, names = load_classification_data(cfg)
+    train, evals, names = SequenceClassification.load_data(cfg)
     assert names == ["entailment", "neutral", "contradiction"]
     assert train["label"] == [0, 2] and train["text_pair"] == ["Someone rests.", "He is awake."]
     assert list(evals) == ["dev_matched", "dev_mismatched"] and evals["dev_matched"]["label"] == [1]
@@ -43,14 +42,14 @@ def test_rte_text_labels_and_mrpc_bom_crlf_quality_column(tmp_path):
     (rte / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\tentailment\n"
                                    "1\tC d.\tE.\tnot_entailment\n")
     (rte / "dev.tsv").write_text((rte / "train.tsv").read_text())
-    train, _, _ = load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+    train, _, _ = SequenceClassification.load_data(load_recipe("rte", {"data_dir": str(rte)}))
     assert train["label"] == [0, 1]
     mrpc = tmp_path / "mrpc"
     mrpc.mkdir()
     text = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t1\t2\tHe said \" yes \" .\tHe agreed .\r\n"
     (mrpc / "train.tsv").write_bytes(text.encode())
     (mrpc / "dev.tsv").write_bytes(text.encode())
-    train, evals, names = load_classification_data(load_recipe("mrpc", {"data_dir": str(mrpc)}))
+    train, evals, names = SequenceClassification.load_data(load_recipe("mrpc", {"data_dir": str(mrpc)}))
     assert names == ["not_equivalent", "equivalent"] and train["label"] == [1]
     assert train["text"] == ['He said " yes " .'] and evals["dev"]["text_pair"] == ["He agreed ."]
 
@@ -65,7 +64,7 @@ def test_pair_bad_rows(tmp_path, line, message, field):
     (rte / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + line)
     (rte / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n")
     with pytest.raises(DataError, match=message) as e:
-        load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+        SequenceClassification.load_data(load_recipe("rte", {"data_dir": str(rte)}))
     assert e.value.field == field and e.value.line == 2
 
 
@@ -74,7 +73,7 @@ def test_missing_pair_column_is_named(tmp_path):
     rte.mkdir()
     (rte / "train.tsv").write_text("index\tsentence1\tlabel\n0\tA b.\tentailment\n")
     with pytest.raises(DataError, match='field "sentence2": missing column'):
-        load_classification_data(load_recipe("rte", {"data_dir": str(rte)}))
+        SequenceClassification.load_data(load_recipe("rte", {"data_dir": str(rte)}))
 
 
 def test_pair_encoding_segment_ids_and_longest_first_truncation(tiny_bert):
@@ -120,7 +119,7 @@ def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
 def test_real_pair_files_parse(capsys):
     sizes = {"mnli": (10000, 9815), "rte": (2490, 277), "mrpc": (3667, 408)}
     for task, (n_train, n_dev) in sizes.items():
-        train, evals, _ = load_classification_data(load_recipe(task, {"data_dir": str(SHARED_DATA / task)}))
+        train, evals, _ = SequenceClassification.load_data(load_recipe(task, {"data_dir": str(SHARED_DATA / task)}))
         assert len(train) == n_train and len(next(iter(evals.values()))) == n_dev, task
     # the public 10k MultiNLI sample happens to hold no '-' rows (checked with grep): nothing is skipped
     assert "skipped" not in capsys.readouterr().err

@@ -102,23 +102,23 @@ def test_bad_answer_start_on_the_command_line_exits_2_and_writes_nothing(tmp_pat
 
 
 def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
-    from bertkit.data.squad import load_squad_data, load_squad_split
+    from bertkit.tasks.question_answering import QuestionAnswering
 
     data = write_squad(tmp_path / "hub", n_train=6, n_dev=1)
     use_fake_hub_squad(monkeypatch, tmp_path, data, "rajpurkar/squad")
     cfg = load_recipe("squad", {"max_eval_samples": 4})
-    train, evals, names = load_squad_data(cfg)
+    train, evals, names = QuestionAnswering.load_data(cfg)
     assert len(train) == 6 and list(evals) == ["validation"] and len(evals["validation"]) == 4 and names == []
     assert train[0]["id"] == "train-t0000" and train[0]["answers"]["text"] == [train[0]["context"][
         train[0]["answers"]["answer_start"][0]:][:len(train[0]["answers"]["text"][0])]]
-    assert len(load_squad_split(cfg, "validation")) == 4
+    assert len(QuestionAnswering.load_split(cfg, "validation", [])) == 4
     mutate(data, set_key("answers", [{"text": "zzz", "answer_start": 0}], i=1))
     with pytest.raises(DataError, match=r"rajpurkar/squad \(train\), .*question train-t0001: answer_start 0"):
-        load_squad_data(cfg)
+        QuestionAnswering.load_data(cfg)
 
 
 def test_train_answer_consensus_reorders_training_references_only(tmp_path, capsys):
-    from bertkit.data.squad import consensus_first, load_squad_data
+    from bertkit.tasks.question_answering import QuestionAnswering, consensus_first
 
     context = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California."
     refs = {"text": ["Santa Clara, California", "Santa Clara", "Santa Clara"], "answer_start": [46, 46, 46]}
@@ -131,8 +131,9 @@ def test_train_answer_consensus_reorders_training_references_only(tmp_path, caps
         {"id": "q1", "question": "Where?", "answers": answers}]}]}]}
     for name in ("train.json", "validation.json"):
         (tmp_path / name).write_text(json.dumps(split))
-    first = load_squad_data(load_recipe("squad", {"data_dir": str(tmp_path)}))
-    consensus = load_squad_data(load_recipe("squad", {"data_dir": str(tmp_path), "train_answer": "consensus"}))
+    load = QuestionAnswering.load_data
+    first = load(load_recipe("squad", {"data_dir": str(tmp_path)}))
+    consensus = load(load_recipe("squad", {"data_dir": str(tmp_path), "train_answer": "consensus"}))
     assert first[0][0]["answers"]["text"][0] == "Santa Clara, California"
     assert consensus[0][0]["answers"]["text"] == ["Santa Clara", "Santa Clara, California", "Santa Clara"]
     assert "train_answer consensus: 1 of 1 training questions" in capsys.readouterr().err
@@ -153,9 +154,9 @@ def test_squad_recipe_defaults():
 @pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
 def test_real_squad_files_parse_completely():
     cfg = load_recipe("squad", {"data_dir": str(SHARED_DATA / "squad")})
-    from bertkit.data.squad import load_squad_data
+    from bertkit.tasks.question_answering import QuestionAnswering
 
-    train, evals, names = load_squad_data(cfg)
+    train, evals, names = QuestionAnswering.load_data(cfg)
     assert len(train) == 7147 and len(evals["validation"]) == 2233 and names == []
     assert max(len(a["text"]) for a in evals["validation"]["answers"]) >= 3
 

@@ -90,11 +90,11 @@ def test_without_is_impossible_empty_answers_mean_unanswerable(tmp_path):
 
 
 def test_hub_squad_v2_is_used_without_local_data(monkeypatch, tmp_path):
-    from bertkit.data.squad import load_squad_data
+    from bertkit.tasks.question_answering import QuestionAnswering
 
     use_fake_hub_squad(monkeypatch, tmp_path, write_squad_v2(tmp_path / "hub", n_train=6, n_dev=1),
                        "rajpurkar/squad_v2")
-    train, evals, _ = load_squad_data(load_recipe("squad_v2"))
+    train, evals, _ = QuestionAnswering.load_data(load_recipe("squad_v2"))
     assert len(train) == 6 and list(evals) == ["validation"]
     assert [len(a["text"]) for a in train["answers"]] == [1, 0, 1, 0, 1, 0]
 
@@ -115,9 +115,9 @@ def test_squad_v2_recipe_carries_the_squad_settings_over():
 
 @pytest.mark.skipif(not (SHARED_DATA / "squad_v2").is_dir(), reason="shared SQuAD 2.0 not available")
 def test_real_squad_v2_files_parse_completely():
-    from bertkit.data.squad import load_squad_data
+    from bertkit.tasks.question_answering import QuestionAnswering
 
-    train, evals, _ = load_squad_data(load_recipe("squad_v2", {"data_dir": str(SHARED_DATA / "squad_v2")}))
+    train, evals, _ = QuestionAnswering.load_data(load_recipe("squad_v2", {"data_dir": str(SHARED_DATA / "squad_v2")}))
     assert (len(train), len(evals["validation"])) == (4449, 1629)
     assert sum(not a["text"] for a in train["answers"]) == 2342
     assert sum(not a["text"] for a in evals["validation"]["answers"]) == 826

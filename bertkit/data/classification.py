@@ -113,10 +113,9 @@ def read_options(options) -> dict:
                 delimiter=o.separator, quoting=o.quoting, columns=o.columns or None)
 
 
-def _from_hub(cfg, splits: list[str], carve_percent: int | None, max_train, max_eval):
+def _from_hub(cfg, o, splits: list[str], carve_percent: int | None, max_train, max_eval):
     """(train, {split: examples}) from the hub: `splits` (train, then evaluation), or with `carve_percent` the first
-    evaluation split cut in two."""
-    o = cfg.task_options
+    evaluation split cut in two; `o`: the task's options."""
     data = load_hub_splits(cfg, splits)
 
     def convert(ds: datasets.Dataset, n) -> datasets.Dataset:
@@ -170,13 +169,14 @@ def _first(ds: datasets.Dataset, n: int | None) -> datasets.Dataset:
     return ds if n is None else ds.select(range(min(n, len(ds))))
 
 
-def load_classification_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
-    """Train set, evaluation sets by name (file stem), and label names, validated before anything is written."""
-    o = cfg.task_options
+def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+    """Train set, evaluation sets by name (file stem), and label names, validated before anything is written.
+    `options`: the classification task's (columns, labels, problem type, carving)."""
+    o = options
     data_dir = resolve_data_dir(cfg)
     source = cfg.validation_files[0] if o.carve_eval else cfg.train_file
     if data_dir is None and not Path(source or "").is_absolute():
-        train, evals = _from_hub(cfg, list(cfg.hub.splits), o.carve_eval, cfg.max_train_samples,
+        train, evals = _from_hub(cfg, o, list(cfg.hub.splits), o.carve_eval, cfg.max_train_samples,
                                  cfg.max_eval_samples)
         return train, evals, head_label_names(o)
     label_names = head_label_names(o)
@@ -210,11 +210,11 @@ def head_label_names(options) -> list[str]:
     return list(options.label_names)
 
 
-def load_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
+def load_split(cfg, options, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
     """One labelled evaluation set: an explicit file, or the recipe's file whose stem is `split` ('dev'),
     or its test file ('test'), or a carved evaluation split ('dev_carved20'), or (no local data) the hub split of
     that name."""
-    o = cfg.task_options
+    o = options
     args = dict(read_options(o), label_names=label_names)
     if file:
         return datasets.Dataset.from_dict(read_classification_file(Path(file), **args,
@@ -224,9 +224,9 @@ def load_split(cfg, split: str, label_names: list[str], file: str | None = None)
     path = split_path(cfg, stem if carved else split)
     if path is None:  # the hub
         if carved:
-            return _first(_from_hub(cfg, [cfg.hub.splits[0], stem], int(percent), None, None)[1][split],
+            return _first(_from_hub(cfg, o, [cfg.hub.splits[0], stem], int(percent), None, None)[1][split],
                           cfg.max_eval_samples)
-        return _from_hub(cfg, [cfg.hub.splits[0], split], None, None, cfg.max_eval_samples)[1][split]
+        return _from_hub(cfg, o, [cfg.hub.splits[0], split], None, None, cfg.max_eval_samples)[1][split]
     if carved:  # the evaluation part of a carved split, cut by the same rule
         whole = read_classification_file(path, **args)
         return _first(carve(o, whole, stem, int(percent))[1][split], cfg.max_eval_samples)

@@ -165,13 +165,14 @@ def _check_label_names(names: list[str], source: str) -> None:
         raise BertkitError(f"{source}: label_names must be O, B-TYPE and I-TYPE tags (got {', '.join(names)})")
 
 
-def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
     """Train set, evaluation sets by name (file stem), and label names, validated before anything is written.
-    The label set comes from the whole training file (or the recipe's `label_names`, then every tag must be one)."""
-    o = cfg.task_options
+    The label set comes from the whole training file (or the options' `label_names`, then every tag must be one).
+    `options`: the token-classification task's (`tag_column`, `label_names`, `hub_columns`)."""
+    o = options
     data_dir = resolve_data_dir(cfg)
     if data_dir is None and not Path(cfg.train_file or "").is_absolute():
-        return _from_hub(cfg)
+        return _from_hub(cfg, o)
     if o.label_names:
         _check_label_names(o.label_names, "label_names")
     train_path = local_path(data_dir, cfg.train_file)
@@ -189,15 +190,16 @@ def load_conll_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
     return _dataset(train), evals, label_names
 
 
-def load_conll_split(cfg, split: str, label_names: list[str], file: str | None = None) -> datasets.Dataset:
+def load_conll_split(cfg, options, split: str, label_names: list[str], file: str | None = None
+                     ) -> datasets.Dataset:
     """One tagged evaluation set: an explicit file, or the recipe's file whose stem is `split` ('valid'),
     or its test file ('test'), or (no local data) the hub split of that name."""
-    tag_column = cfg.task_options.tag_column
+    tag_column = options.tag_column
     if file:
         return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples))
     path = split_path(cfg, split)
     if path is None:
-        return _hub_split(cfg, split, label_names, cfg.max_eval_samples)
+        return _hub_split(cfg, options, split, label_names, cfg.max_eval_samples)
     data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples)
     _report(path, data)
     return _dataset(data)
@@ -216,11 +218,12 @@ def _hub_tags(ds: datasets.Dataset, column: str, name: str) -> list[list[str]]:
     return [[names[t] for t in row] if names else list(row) for row in ds[column]]
 
 
-def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int | None = None) -> datasets.Dataset:
+def _hub_split(cfg, options, split: str, label_names: list[str] | None, max_samples: int | None = None
+               ) -> datasets.Dataset:
     """A hub split with `tokens` and `tags` (from the options' `hub_columns`), validated and in IOB2."""
     ds = load_hub_splits(cfg, [split])[0]
     name = f"{cfg.hub.dataset}[{split}]"
-    token_column, tag_column = cfg.task_options.hub_columns or ["tokens", "ner_tags"]
+    token_column, tag_column = options.hub_columns or ["tokens", "ner_tags"]
     if max_samples is not None:
         ds = ds.select(range(min(max_samples, len(ds))))
     if token_column not in ds.column_names:
@@ -243,16 +246,16 @@ def _hub_split(cfg, split: str, label_names: list[str] | None, max_samples: int 
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
 
 
-def _from_hub(cfg):
+def _from_hub(cfg, options):
     train_split, *eval_splits = cfg.hub.splits
-    given = cfg.task_options.label_names
+    given = options.label_names
     if given:
         _check_label_names(given, "label_names")
-    train = _hub_split(cfg, train_split, given or None)
+    train = _hub_split(cfg, options, train_split, given or None)
     label_names = list(given) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = train.select(range(min(cfg.max_train_samples, len(train))))
-    evals = {s: _hub_split(cfg, s, label_names, cfg.max_eval_samples) for s in eval_splits}
+    evals = {s: _hub_split(cfg, options, s, label_names, cfg.max_eval_samples) for s in eval_splits}
     return train, evals, label_names
 
 

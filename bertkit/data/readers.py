@@ -18,8 +18,7 @@ CSV-quoted field. `quoting="none"` or `"csv"` (the `--quoting` flag) forces one 
 
 Example:
 ```python
->>> read_rows("train.tsv")[:1]   # sentence<TAB>label
-[(2, {'sentence': 'a gripping , funny film ', 'label': '1'})]
+read_rows("train.tsv")[:1]   # sentence<TAB>label: [(its line number, {'sentence': ..., 'label': ...})]
 ```
 """
 

@@ -31,13 +31,11 @@ import itertools
 import json
 import logging
 import re
-import sys
 from pathlib import Path
 
 import datasets
 
 from ..errors import BertkitError, DataError
-from ..metrics.squad import f1_score
 from .readers import _text
 from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
 
@@ -217,54 +215,28 @@ def _hub_records(ds: datasets.Dataset):
         yield f"rows[{i}]", qa, row.get("context") or ""
 
 
-def _from_hub(cfg, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
+def _from_hub(cfg, o, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
     out = []
     for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits, strict=True):
-        o = cfg.task_options
         columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub.dataset} ({name})", o.skip_bad_examples, n,
                                        o.allow_no_answer)
         out.append(datasets.Dataset.from_dict(columns, features=FEATURES))
     return out
 
 
-def consensus_first(answers: dict) -> dict:
-    """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
-    earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
-    sets (three crowd answers) often disagree on a span's edges ("Santa Clara" / "Santa Clara, California")."""
-    texts = answers["text"]
-    if len(texts) < 2:
-        return answers
-    agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
-    best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
-    order = [best] + [i for i in range(len(texts)) if i != best]
-    return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}
-
-
-def _train_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
-    if how == "first":
-        return train
-    columns = train.to_dict()
-    columns["answers"] = [consensus_first(a) for a in columns["answers"]]
-    moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
-                for a, b in zip(columns["answers"], train["answers"], strict=True))
-    print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
-          "their first", file=sys.stderr)
-    return datasets.Dataset.from_dict(columns, features=train.features)
-
-
-def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
-    """Train questions, evaluation questions by name (file stem or hub split), and no label names."""
-    o, splits = cfg.task_options, list(cfg.hub.splits)
+def load_squad_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.Dataset], list[str]]:
+    """Train questions, evaluation questions by name (file stem or hub split), and no label names, as the files have
+    them. `options`: the QA task's (`skip_bad_examples`, `allow_no_answer`)."""
+    o, splits = options, list(cfg.hub.splits)
     data_dir = resolve_data_dir(cfg)
     if data_dir is None and not Path(cfg.train_file or "").is_absolute():
         limits = [cfg.max_train_samples] + [cfg.max_eval_samples] * (len(splits) - 1)
-        train, *evals = _from_hub(cfg, splits, limits)
-        return _train_answers(train, o.train_answer), dict(zip(splits[1:], evals, strict=True)), []
+        train, *evals = _from_hub(cfg, o, splits, limits)
+        return train, dict(zip(splits[1:], evals, strict=True)), []
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
     read = dict(skip_bad=o.skip_bad_examples, no_answer=o.allow_no_answer)
     train, _ = read_squad_file(local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
-    train = _train_answers(train, o.train_answer)
     evals = {}
     for name in cfg.validation_files:
         path = local_path(data_dir, name)
@@ -272,14 +244,14 @@ def load_squad_data(cfg) -> tuple[datasets.Dataset, dict[str, datasets.Dataset],
     return train, evals, []
 
 
-def load_squad_split(cfg, split: str, file: str | None = None) -> datasets.Dataset:
+def load_squad_split(cfg, options, split: str, file: str | None = None) -> datasets.Dataset:
     """One labelled split: an explicit file, the recipe's validation file whose stem is `split`, its test file
     ('test'), or (no local data) the hub split of that name."""
-    o = cfg.task_options
+    o = options
     read = dict(skip_bad=o.skip_bad_examples, max_samples=cfg.max_eval_samples, no_answer=o.allow_no_answer)
     if file:
         return read_squad_file(Path(file), **read)[0]
     path = split_path(cfg, split)
     if path is None:
-        return _from_hub(cfg, [split], [cfg.max_eval_samples])[0]
+        return _from_hub(cfg, o, [split], [cfg.max_eval_samples])[0]
     return read_squad_file(path, **read)[0]

@@ -41,6 +41,7 @@ from ..typed import option
 from .base import Task
 from .multi_label import MultiLabelHead
 from .regression import RegressionHead
+from .requests import RequestError, body_field, check_count, check_text
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
@@ -110,6 +111,16 @@ class ClassificationOptions:
             raise BertkitError(f"{source}: 'class_weights' must be positive")
         if self.class_weights is not None and self.problem_type == REGRESSION:
             raise BertkitError(f"{source}: 'class_weights' needs classes; a regression head has none")
+
+
+@dataclass
+class ClassifyRequest:
+    """A request: texts (and their pairs) to label (`requests.py`; `serve`'s POST /predict)."""
+
+    texts: list[str] = body_field("texts to label", examples=[["a gripping, funny film"]])
+    text_pairs: list[str] | None = body_field("the second text of each pair, for a model trained on pairs (MRPC, "
+                                              "RTE, MNLI); one per text", default=None)
+    probs: bool = body_field("add the probability of every label", default=False)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -226,11 +237,11 @@ class SequenceClassification(Task):
     # --- data ------------------------------------------------------------------------------------------------
     @classmethod
     def load_data(cls, cfg):
-        return load_classification_data(cfg)
+        return load_classification_data(cfg, cfg.task_options)
 
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
-        return load_split(cfg, split, label_names, file)
+        return load_split(cfg, cfg.task_options, split, label_names, file)
 
     @classmethod
     def prepare_options(cls, options, train, label_names, log=print):
@@ -366,19 +377,31 @@ class SequenceClassification(Task):
 
         return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
 
-    def serve_request(self):
-        from .classification_serve import ClassifyRequest
-
+    def request_body(self):
         return ClassifyRequest, "texts"
 
-    def serve_rows(self, body, limits):
-        from .classification_serve import classify_rows
-
-        rows = classify_rows(body, limits, self.pairs)
+    def request_rows(self, body: ClassifyRequest, limits):
+        """Rows {text, (text_pair)}: pairs for a model trained on pairs, single texts for one trained on single texts,
+        either for a checkpoint without bertkit's run config (`pairs` None)."""
+        check_count("texts", len(body.texts), limits)
+        for i, t in enumerate(body.texts):
+            check_text(f"texts[{i}]", t, limits)
+        if body.text_pairs is None:
+            if self.pairs:
+                raise RequestError("text_pairs", "this model classifies pairs of texts: give text_pairs, one per text")
+            rows = [{"text": t} for t in body.texts]
+        elif self.pairs is False:
+            raise RequestError("text_pairs", "this model classifies single texts: leave out text_pairs")
+        elif len(body.text_pairs) != len(body.texts):
+            raise RequestError("text_pairs", f"{len(body.text_pairs)} pairs for {len(body.texts)} texts")
+        else:
+            for i, t in enumerate(body.text_pairs):
+                check_text(f"text_pairs[{i}]", t, limits)
+            rows = [{"text": t, "text_pair": p} for t, p in zip(body.texts, body.text_pairs, strict=True)]
         return rows, (body.text_pairs is not None, body.probs), {"probs": body.probs}
 
-    def serve_warm_up(self) -> dict:
-        return {"texts": ["warm up"], **({"text_pairs": ["warm up"]} if self.pairs else {})}
+    def request_example(self):
+        return ClassifyRequest(["warm up"], ["warm up"] if self.pairs else None)
 
     def describe(self) -> dict:
         return {"pairs": self.pairs, "problem_type": self.problem_type}

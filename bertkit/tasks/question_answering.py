@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,11 +38,13 @@ from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
+from ..metrics.squad import f1_score
 from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..typed import option
 from ..utils import write_json
 from .base import Task
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
+from .requests import body_field, check_count, check_text, plain_rows
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a context without any token
@@ -73,6 +76,20 @@ class QuestionAnsweringOptions:
                 raise BertkitError(f"{source}: '{name}' must be positive")
         if self.window_overlap < 0:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
+
+
+@dataclass
+class Question:
+    question: str
+    context: str
+    id: str | int | None = None
+
+
+@dataclass
+class QARequest:
+    """A request: questions, each with its context (`requests.py`; `serve`'s POST /predict)."""
+
+    questions: list[Question] = body_field("questions, each with the context holding its answer")
 
 
 def window_rows(features, chunk: int = 1024):
@@ -149,11 +166,12 @@ class QuestionAnswering(Task):
 
     @classmethod
     def load_data(cls, cfg):
-        return load_squad_data(cfg)
+        train, evals, labels = load_squad_data(cfg, cfg.task_options)
+        return training_answers(train, cfg.task_options.train_answer), evals, labels
 
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
-        return load_squad_split(cfg, split, file)
+        return load_squad_split(cfg, cfg.task_options, split, file)
 
     # --- features -------------------------------------------------------------------------------------
     def _cut_questions(self, questions: list[str]) -> list[str]:
@@ -336,18 +354,18 @@ class QuestionAnswering(Task):
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
         return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
 
-    def serve_request(self):
-        from .question_answering_serve import QARequest
-
+    def request_body(self):
         return QARequest, "questions"
 
-    def serve_rows(self, body, limits):
-        from .question_answering_serve import qa_rows
+    def request_rows(self, body: QARequest, limits):
+        check_count("questions", len(body.questions), limits)
+        for i, q in enumerate(body.questions):
+            check_text(f"questions[{i}].question", q.question, limits)
+            check_text(f"questions[{i}].context", q.context, limits)
+        return plain_rows(body.questions), (), {}
 
-        return qa_rows(body, limits), (), {}
-
-    def serve_warm_up(self) -> dict:
-        return {"questions": [{"question": "warm up ?", "context": "warm up"}]}
+    def request_example(self):
+        return QARequest([Question("warm up ?", "warm up")])
 
     @classmethod
     def report_plots(cls, run, split, predictions, metrics, label_names):
@@ -355,3 +373,31 @@ class QuestionAnswering(Task):
 
         image = plot_question_types(run, split, predictions)
         return [image] if image else []
+
+
+# --- which reference a training question trains on ---------------------------------------------------------
+def consensus_first(answers: dict) -> dict:
+    """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
+    earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
+    sets (three crowd answers) often disagree on a span's edges ("Santa Clara" / "Santa Clara, California")."""
+    texts = answers["text"]
+    if len(texts) < 2:
+        return answers
+    agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
+    best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
+    order = [best] + [i for i in range(len(texts)) if i != best]
+    return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}
+
+
+def training_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
+    """The training questions with the reference each one trains on first: as the file has them ('first'), or
+    the one the other references agree with most ('consensus')."""
+    if how == "first":
+        return train
+    columns = train.to_dict()
+    columns["answers"] = [consensus_first(a) for a in columns["answers"]]
+    moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
+                for a, b in zip(columns["answers"], train["answers"], strict=True))
+    print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
+          "their first", file=sys.stderr)
+    return datasets.Dataset.from_dict(columns, features=train.features)

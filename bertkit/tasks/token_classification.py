@@ -45,6 +45,7 @@ from ..metrics.ner import NER_BUILTIN
 from ..typed import option
 from .base import Task
 from .casing import add_casing_types, word_casing
+from .requests import body_field, check_count, check_text, check_words
 from .windows import merge_windows, word_windows
 
 # Raw text → words: abbreviations (U.S.), numbers with . , : - / (1996-08-22, 3.5), words with inner hyphens or
@@ -99,6 +100,15 @@ class TokenClassificationOptions:
             raise BertkitError(f"{source}: 'hub_columns' names two columns: words, tags")
 
 
+@dataclass
+class TokenRequest:
+    """A request: sentences to tag (`requests.py`; `serve`'s POST /predict)."""
+
+    sentences: list[str | list[str]] = body_field(
+        "raw text (split into words; entities get character offsets) or a list of words",
+        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
+
+
 class TokenClassification(Task):
     name = "token-classification"
     Options = TokenClassificationOptions
@@ -138,11 +148,11 @@ class TokenClassification(Task):
 
     @classmethod
     def load_data(cls, cfg):
-        return load_conll_data(cfg)
+        return load_conll_data(cfg, cfg.task_options)
 
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
-        return load_conll_split(cfg, split, label_names, file)
+        return load_conll_split(cfg, cfg.task_options, split, label_names, file)
 
     # --- features -----------------------------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
@@ -252,18 +262,17 @@ class TokenClassification(Task):
 
         return format_rows([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
 
-    def serve_request(self):
-        from .token_classification_serve import TokenRequest
-
+    def request_body(self):
         return TokenRequest, "sentences"
 
-    def serve_rows(self, body, limits):
-        from .token_classification_serve import token_rows
+    def request_rows(self, body: TokenRequest, limits):
+        check_count("sentences", len(body.sentences), limits)
+        for i, s in enumerate(body.sentences):
+            (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
+        return [{"sentence": s} for s in body.sentences], (), {}
 
-        return token_rows(body, limits), (), {}
-
-    def serve_warm_up(self) -> dict:
-        return {"sentences": ["warm up"]}
+    def request_example(self):
+        return TokenRequest(["warm up"])
 
     @classmethod
     def report_plots(cls, run, split, predictions, metrics, label_names):

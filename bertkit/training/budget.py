@@ -19,25 +19,15 @@ and stays under the budget (peak allocated by torch).
 from __future__ import annotations
 
 import copy
-import re
 import time
 from types import SimpleNamespace
 
 import torch
 
 from ..errors import BertkitError
-from ..memory import GIB, peak_rss_gib, reset_peak
+from ..memory import GIB, parse_size, peak_rss_gib, reset_peak
 
 MARGIN = 0.95  # plan to at most this share of the budget
-
-
-def parse_size(text: str, source: str = "memory_budget") -> int:
-    """'8GB', '8 GiB', '7.5G', '512MB' → bytes (GB and GiB both mean 2**30 here, as `free -g` and the kernel count)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B?)?\s*", str(text), re.IGNORECASE)
-    if not m:
-        raise BertkitError(f"{source}: '{text}' is not a memory size such as 8GB or 512MB")
-    unit = (m.group(2) or "G").upper()[0]
-    return int(float(m.group(1)) * {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit])
 
 
 def divisors(n: int) -> list[int]:
