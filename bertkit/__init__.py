@@ -2,15 +2,15 @@
 
 Notebook use:
 ```python
->>> import bertkit
->>> clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
->>> cfg = bertkit.run_config(name="sst2", epochs=1, output_dir="runs/demo", precision="auto")
->>> bertkit.Trainer(clf, cfg).fit({"text": texts, "label": labels}, {"dev": {"text": dev, "label": dev_labels}})
->>> clf.predict(["a gripping, funny film"])
->>> ner = bertkit.load_task("runs/conll2003")  # a run of `bertkit finetune conll2003`
->>> ner.predict([["EU", "rejects", "German", "call"]])  # [{tokens, tags, entities}]
->>> qa = bertkit.load_task("runs/squad")  # a run of `bertkit finetune squad`
->>> qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
+import bertkit
+clf = bertkit.SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
+cfg = bertkit.run_config(name="sst2", epochs=1, output_dir="runs/demo", precision="auto")
+bertkit.Trainer(clf, cfg).fit({"text": texts, "label": labels}, {"dev": {"text": dev, "label": dev_labels}})
+clf.predict(["a gripping, funny film"])
+ner = bertkit.load_task("runs/conll2003")  # a run of `bertkit finetune conll2003`
+ner.predict([["EU", "rejects", "German", "call"]])  # [{tokens, tags, entities}]
+qa = bertkit.load_task("runs/squad")  # a run of `bertkit finetune squad`
+qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
 ```
 A task of one's own: subclass `bertkit.Task` and `bertkit.register_task` it (examples/custom_task.py).
 """

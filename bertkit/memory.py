@@ -12,7 +12,7 @@ Example:
 ```python
 >>> log = MemoryLog()
 >>> with log.phase("load"):
-...     model = load()
+...     buffer = bytearray(64 * 2**20)  # loading a model, say
 >>> log.summary()["peak_rss_gib"] > 0
 True
 ```

@@ -15,8 +15,8 @@ each trial.
 
 Example:
 ```python
->>> result = bertkit.search("sst2", trials=6, overrides={"model": "minilm-l6", "max_steps": 60})
->>> result["best"]["params"], result["confirmation"]["best"]["mean"]
+result = bertkit.search("sst2", trials=6, overrides={"model": "minilm-l6", "max_steps": 60})
+result["best"]["params"], result["confirmation"]["best"]["mean"]
 ```
 """
 

@@ -5,6 +5,7 @@ flags (`add_flags`: `max_steps` → `--max-steps X`, help from the field).
 
 Example:
 ```python
+>>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
 ... class Options:
 ...     window_overlap: int = option(128, "Word pieces shared by consecutive windows.")
@@ -125,6 +126,14 @@ def build(cls, values: dict, source: str, base=None):
     if hasattr(obj, "validate"):
         obj.validate(source)
     return obj
+
+
+def option_names(options_class) -> dict[str, str]:
+    """{name: field} of an options dataclass: each field by its name and by its bertkit 0.2 names (`legacy`)."""
+    names = {}
+    for f in dataclasses.fields(options_class):
+        names.update({old: f.name for old in f.metadata.get("legacy", ())}, **{f.name: f.name})
+    return names
 
 
 def flag(name: str) -> str:

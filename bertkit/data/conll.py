@@ -16,9 +16,8 @@ alphabetical order; for CoNLL-2003: `O, B-LOC, I-LOC, B-MISC, I-MISC, B-ORG, I-O
 
 Example:
 ```python
->>> data = read_conll_file("conll2003/valid.txt")
->>> data["tokens"][0], data["tags"][0], data["scheme"]
-(['CRICKET', '-', 'LEICESTERSHIRE', ...], ['O', 'O', 'B-ORG', ...], 'IOB2')
+data = read_conll_file("conll2003/valid.txt")
+data["tokens"][0], data["tags"][0], data["scheme"]  # the first sentence's words and IOB2 tags; the file's scheme
 ```
 """
 

@@ -19,9 +19,8 @@ contexts are kept byte for byte, since answer offsets point into them.
 
 Example:
 ```python
->>> questions, skipped = read_squad_file("data/squad/validation.json")
->>> questions[0]["answers"]
-{'text': ['Denver Broncos', 'Denver Broncos', 'Denver Broncos'], 'answer_start': [177, 177, 177]}
+questions, skipped = read_squad_file("data/squad/validation.json")  # an official-layout SQuAD file
+questions[0]["answers"]  # {'text': [each reference answer], 'answer_start': [its character offset in the context]}
 ```
 """
 

@@ -21,9 +21,8 @@ Folder written (`OUTPUT`):
 
 Example:
 ```python
->>> info = export_onnx("runs/sst2", "runs/sst2-onnx", quantize="int8")
->>> info["graphs"]["model.onnx"]["outputs"]
-['logits']
+info = export_onnx("runs/sst2", "runs/sst2-onnx", quantize="int8")  # runs/sst2: a run of `bertkit finetune sst2`
+info["graphs"]["model.onnx"]["outputs"]  # the adapter's output_keys: ['logits'] for classification
 ```
 """
 

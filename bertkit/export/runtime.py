@@ -8,9 +8,8 @@ post-processing as with torch; only the forward pass is swapped.
 
 Example:
 ```python
->>> clf = load_onnx_task("runs/sst2-onnx")
->>> clf.predict(["a gripping, funny film"])[0]["label"]
-'positive'
+clf = load_onnx_task("runs/sst2-onnx")  # a folder `bertkit export` wrote
+clf.predict(["a gripping, funny film"])[0]["label"]  # one of the run's label names
 ```
 """
 

@@ -15,7 +15,7 @@ Example:
 ```python
 >>> hooks = resolve_metrics(["accuracy", lambda p, r: {"n": len(p)}])
 >>> compute_metrics(hooks, [1, 0], [1, 1])
-{'accuracy': 0.5, 'n': 2}
+{'accuracy': 0.5, 'n': 2.0}
 ```
 """
 

@@ -8,9 +8,8 @@ and pooled as in `classification.py` (logits pooled, then the sigmoid).
 
 Example:
 ```python
->>> clf = MultiLabelClassification.from_pretrained("runs/topics")
->>> clf.predict(["rates rise as the central bank meets"])[0]
-{'labels': ['economy', 'politics'], 'scores': {'economy': 0.94, 'politics': 0.71}}
+clf = MultiLabelClassification.from_pretrained("runs/topics")  # a multi-label run
+clf.predict(["rates rise as the central bank meets"])[0]  # {'labels': [the labels above threshold], 'scores': {...}}
 ```
 """
 

@@ -16,11 +16,11 @@ is start + end logit at [CLS] (the minimum over its windows); null odds = that s
 
 Example:
 ```python
->>> qa = QuestionAnswering.from_pretrained("runs/squad")
->>> qa.predict(["Which team won Super Bowl 50?"], ["The Denver Broncos defeated the Carolina Panthers 24-10."])[0]
-{'answer': 'Denver Broncos', 'score': 0.93, 'start': 4, 'end': 18}
->>> QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl 51?"], [context])[0]
-{'answer': '', 'score': 0.62, 'start': 0, 'end': 0, 'no_answer': True, 'null_odds': 2.4}
+qa = QuestionAnswering.from_pretrained("runs/squad")  # a run of `bertkit finetune squad`
+qa.predict(["Which team won Super Bowl 50?"], ["The Denver Broncos defeated the Carolina Panthers 24-10."])[0]
+# {'answer': the span's text, 'score', 'start', 'end': its characters in the context}
+QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl 51?"], [context])[0]
+# SQuAD 2.0 also: 'no_answer' (True: 'answer' is '') and 'null_odds'
 ```
 """
 

@@ -12,13 +12,16 @@ Three ways in, looked up lazily (the first time a task name is asked for, so `be
 
 Example:
 ```python
->>> from bertkit.tasks import Task, get_task, register_task
->>> @register_task
-... class Cloze(Task):
-...     name = "cloze"
->>> get_task("cloze") is Cloze
-True
+from bertkit.tasks import Task, get_task, register_task
+
+@register_task
+class Cloze(Task):
+    name = "cloze"
+
+assert get_task("cloze") is Cloze
 ```
+(Not run as a doctest: a registration lasts for the whole process; tests/test_custom_task.py registers a task this
+way and checks it.)
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ the saved config, so plain `AutoModelForSequenceClassification` computes the sam
 
 Example:
 ```python
->>> reg = SequenceRegression.from_pretrained("runs/stsb")
->>> reg.predict(["A man is playing a flute."], ["A man plays the flute."])[0]
-{'value': 4.61}
+reg = SequenceRegression.from_pretrained("runs/stsb")  # a run of `bertkit finetune stsb`
+reg.predict(["A man is playing a flute."], ["A man plays the flute."])[0]  # {'value': the predicted score}
 ```
 """
 

@@ -18,11 +18,10 @@ Tags are the raw argmax per word, not repaired into valid IOB2: that is what con
 
 Example:
 ```python
->>> ner = TokenClassification.from_pretrained("runs/conll2003")
->>> ner.predict([["EU", "rejects", "German", "call"]])[0]["tags"]
-['B-ORG', 'O', 'B-MISC', 'O']
->>> ner.predict(["Peter Blackburn flew to Brussels."])[0]["entities"][0]
-{'type': 'PER', 'text': 'Peter Blackburn', 'word_start': 0, 'word_end': 2, 'start': 0, 'end': 15}
+ner = TokenClassification.from_pretrained("runs/conll2003")  # a run of `bertkit finetune conll2003`
+ner.predict([["EU", "rejects", "German", "call"]])[0]["tags"]  # one tag per word
+ner.predict(["Peter Blackburn flew to Brussels."])[0]["entities"][0]
+# {'type', 'text', 'word_start', 'word_end', and for a text input 'start', 'end': characters}
 ```
 """
 

@@ -46,9 +46,9 @@ class Trainer:
 
     Example:
     ```python
-    >>> clf = SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
-    >>> trainer = Trainer(clf, run_config(epochs=1, output_dir="runs/demo"))
-    >>> metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
+    clf = SequenceClassification.from_pretrained("minilm-l6", label_names=["negative", "positive"])
+    trainer = Trainer(clf, run_config(epochs=1, output_dir="runs/demo"))
+    metrics = trainer.fit({"text": texts, "label": labels}, {"dev": {"text": dev_texts, "label": dev_labels}})
     ```
     `callbacks` are called as `callback(trainer, state)` after every optimiser step, `eval_callbacks` as
     `callback(trainer, state, value)` after every evaluation (the main metric's value). `resume`: continue from the
