@@ -26,7 +26,7 @@ import yaml
 
 from .errors import BertkitError
 from .tasks.registry import all_tasks, get_task
-from .typed import build, checked, option, to_dict, unknown_key
+from .typed import build, checked, option, option_names, to_dict, unknown_key
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 DEFAULT_TASK = "sequence-classification"
@@ -241,14 +241,6 @@ GENERIC = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in (
 FLAT = {**{f"hub_{f.name}": ("hub", f.name) for f in dataclasses.fields(HubSource)},
         **{f.name: ("compute", f.name) for f in dataclasses.fields(Compute)},
         **{f.metadata.get("dest", f.name): ("peft", f.name) for f in dataclasses.fields(Peft)}}  # → (group, field)
-
-
-def option_names(options_class) -> dict[str, str]:
-    """{name: field} of a task's options: each field by its name and by its bertkit 0.2 names (`legacy`)."""
-    names = {}
-    for f in dataclasses.fields(options_class):
-        names.update({old: f.name for old in f.metadata.get("legacy", ())}, **{f.name: f.name})
-    return names
 
 
 def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[dict, dict, dict]:

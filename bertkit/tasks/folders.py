@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import load_run_config
 from ..errors import BertkitError
 from ..models import resolve_model
-from .registry import all_tasks, get_task
+from .registry import all_tasks
+from .saved import saved_task
 
 
 def checkpoint_task(name: str) -> tuple[type, str]:
@@ -19,10 +19,9 @@ def checkpoint_task(name: str) -> tuple[type, str]:
     path, local = resolve_model(name)
     if not local:
         raise BertkitError(f"model folder not found: {name}")
-    run = Path(path) / "config.yaml"
-    if run.is_file():
-        cfg = load_run_config(run)
-        return get_task(cfg.task).resolve(cfg.task_options), path
+    saved = saved_task(path)
+    if saved is not None:
+        return saved.task, path
     cls = head_task(path)
     if cls is None:
         architectures = json.loads((Path(path) / "config.json").read_text()).get("architectures")
