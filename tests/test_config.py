@@ -305,3 +305,21 @@ def test_finetune_help_shows_the_recipes_task_options_only(capsys, recipe, shown
     out = capsys.readouterr().out
     assert e.value.code == 0 and "--lr X" in out and "--precision" in out  # the run's own flags are always there
     assert all(flag in out for flag in shown) and not any(flag in out for flag in hidden)
+
+
+def test_a_run_builds_its_config_once(tiny_bert, sst2_dir, tmp_path, monkeypatch):
+    """The recipe, overrides and flags resolve once; the run's config (its folder, the options its data completes)
+    is built once from that; the trainer adds only what the task completes itself (classification: the window
+    overlap for long texts), once. Reading a run folder's config.yaml back (the report) builds none of the run's."""
+    from bertkit import config
+    from bertkit.cli import main
+    from bertkit.training import loop
+
+    built, real = [], config.resolve
+    monkeypatch.setattr(config, "resolve", lambda layers: built.append(layers[-1][1]) or real(layers))
+    monkeypatch.setattr(loop, "resolve", config.resolve)
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+                 "--max-steps", "2", "--output-dir", str(tmp_path / "run")]) == 0
+    resolved = built.index("command line")  # before it, the recipe's model_overrides are each checked
+    assert [b for b in built[resolved:] if not b.endswith("config.yaml")] == ["command line", "the run",
+                                                                               "the trained task"]

@@ -365,11 +365,15 @@ def trained_config(config: RunConfig, task) -> RunConfig:
     give way to the trained task's."""
     from ..tasks import get_task
 
+    options = task.run_options()
+    if (config.task, config.model, config.max_length, config.task_options) == (
+            task.name, task.source or config.model, task.max_length, options):
+        return config  # the run's own config (`bertkit finetune`): nothing to rebuild
     values = {k: v for k, v in config.to_dict().items() if k != "task_options"}
     if config.task != task.name and config.metrics == list(get_task(config.task).metrics_for(config.task_options)[1]):
         values.pop("metrics"), values.pop("main_metric")
     values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
-                  task_options=to_dict(task.run_options()))
+                  task_options=to_dict(options))
     return resolve([(values, "the trained task", False)])
 
 

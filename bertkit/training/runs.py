@@ -39,8 +39,8 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     task = get_task(cfg.task).resolve(cfg.task_options)
     log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
     with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
-        cfg, (train, evals, test, label_names) = load_checked(task, cfg, log)
-    cfg = cfg.replace("the run", output_dir=str(out))
+        options, (train, evals, test, label_names) = load_checked(task, cfg, log)
+    cfg = cfg.replace("the run", output_dir=str(out), **vars(options))  # the run's config, built once, frozen
     if not seeds:
         result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle, memory)
         if not launch.is_main_process():
@@ -72,17 +72,15 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
 
 
 def load_checked(task, cfg, log=print):
-    """(the config with the task's options completed from the training data, (train, {name: evaluation examples},
-    test examples or None, label names)): the run's data read and checked."""
+    """(the task's options completed from the training data, (train, {name: evaluation examples}, test examples or
+    None, label names)): the run's data read and checked."""
     from ..models import resolve_model
 
     resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     train, evals, label_names = task.load_data(cfg)
     test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
     options = task.prepare_options(cfg.task_options, train, label_names, log)
-    if options != cfg.task_options:
-        cfg = cfg.replace("the training data", **vars(options))
-    return cfg, (train, evals, test, label_names)
+    return options, (train, evals, test, label_names)
 
 
 def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False, allow_pickle: bool = False,
