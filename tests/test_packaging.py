@@ -1,4 +1,5 @@
-"""Packaging: `finetune`, `evaluate`, `predict` and `extract` run on the core dependencies alone (issue 40, item 8).
+"""Packaging: `finetune`, `evaluate`, `predict` and `extract` run on the core dependencies alone (issue 40, item 8),
+and so does a task's request body → rows (tasks/requests.py: plain dataclasses; issue 41).
 The optional extras (serve, onnx, peft, search, trackers, the dev tools) are hidden in a fresh process before
 anything imports them."""
 
@@ -40,9 +41,19 @@ assert main(["extract", "--model", str(model), "--input", str(texts), "--output"
              "--layers", "last", "--dtype", "float32", "--precision", "fp32"]) == 0
 assert (out / "features" / "meta.json").is_file()
 import bertkit.tasks
-for m in pkgutil.iter_modules(bertkit.tasks.__path__):  # every task's predict and report I/O too (NER, QA)
-    if not m.name.endswith("_serve"):
-        importlib.import_module("bertkit.tasks." + m.name)
+for m in pkgutil.iter_modules(bertkit.tasks.__path__):  # every task's predict and report I/O and requests too
+    importlib.import_module("bertkit.tasks." + m.name)
+from bertkit.tasks import load_task
+from bertkit.tasks.requests import RequestError, RequestLimits
+task = load_task(str(run))  # a request body (a plain dataclass) → rows, with no web framework
+body, field = task.request_body()
+assert task.request_rows(body(texts=["a film"], probs=True), RequestLimits())[0] == [{{"text": "a film"}}]
+try:
+    task.request_rows(body(texts=[" "]), RequestLimits())
+except RequestError as e:
+    assert e.field == "texts[0]", e
+else:
+    raise AssertionError("an empty text passed")
 imported = [m for m in sys.modules if m.split(".")[0] in EXTRAS and sys.modules[m] is not None]
 assert not imported, imported
 print("ok")

@@ -4,7 +4,8 @@ FastAPI rather than bare Starlette (which it is built on): the request bodies ar
 schema (`/openapi.json`, `/docs`) and the per-field validation come from one declaration instead of a hand-kept
 schema and hand-written checks. Endpoints:
 
-    POST /predict    the run's task, the answers `bertkit predict` writes (the body is the task's: `serve_request`)
+    POST /predict    the run's task, the answers `bertkit predict` writes (the body is the task's dataclass,
+                     `request_body`, validated by the pydantic model `schemas.request_model` makes of it)
     POST /embed      features as `bertkit extract` computes them: layers, combine, pool
     GET  /health     liveness and queue counters
     GET  /metadata   task, labels, model, max length, precision, backend, limits, versions
@@ -28,9 +29,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import BertkitError
+from ..tasks.requests import RequestError
 from .batcher import Batcher, QueueFull
 from .engine import Engine, Job, call_items
-from .schemas import ApiError, Embeddings, EmbedRequest, ErrorBody, Limits, Predictions, embed_items
+from .schemas import ApiError, Embeddings, EmbedRequest, ErrorBody, Limits, Predictions, embed_items, request_model
 
 log = logging.getLogger("bertkit.serve")
 ERRORS = {status: {"model": ErrorBody} for status in (400, 413, 429)}
@@ -162,6 +164,10 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int | No
     async def refused(request: Request, exc: ApiError):
         return JSONResponse(exc.body(), exc.status, headers=exc.headers)
 
+    @app.exception_handler(RequestError)  # a task's checks of a body (tasks/requests.py): 400, or 413 over a limit
+    async def bad_request(request: Request, exc: RequestError):
+        return await refused(request, ApiError.of(exc))
+
     async def answer(request: Request, job: Job, field: str, wrap: dict | None = None) -> Response:
         try:
             future = batcher.submit(job)
@@ -196,12 +202,13 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int | No
                 "batching": {"max_batch": max_batch, "max_wait_ms": max_wait_ms, "max_queue": max_queue}}
 
     if engine.task is not None:
-        RequestBody, field = engine.task.serve_request()
+        body_type, field = engine.task.request_body()  # a plain dataclass; its pydantic model validates the JSON
+        RequestBody = request_model(body_type)
 
         @app.post("/predict", response_model=Predictions, responses=ERRORS,
                   summary=f"{engine.task_name}: as `bertkit predict`")
         async def predict(body: RequestBody, request: Request):  # noqa: F821 (the task's model, made above)
-            return await answer(request, engine.predict_job(body, limits), field)
+            return await answer(request, engine.predict_job(body.plain(), limits), field)
 
     if engine.extractor is not None:
         @app.post("/embed", response_model=Embeddings, responses=ERRORS,

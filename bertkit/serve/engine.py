@@ -5,7 +5,7 @@ A batch (`run`) holds the items of several requests. Requests with the same key 
 kind, e.g. single texts or pairs; one embedding setting) are joined into one call of the task's `predict_rows` (or
 the extractor), which sorts them by length into model batches and gives the answers back in order: exactly what
 `bertkit predict` and `bertkit extract` compute. The engine knows no task: the task says how a request body becomes
-rows (`serve_rows`) and how an answer is written (`echo`). If a call fails on bad input (`BertkitError`), each
+rows (`request_rows`) and how an answer is written (`echo`). If a call fails on bad input (`BertkitError`), each
 request is retried alone, so one bad request gets its 400 without failing the others.
 """
 
@@ -117,15 +117,14 @@ class Engine:
         return meta
 
     def predict_job(self, body, limits) -> Job:
-        """The job of a `POST /predict` body (already validated by its pydantic model); ApiError on bad input."""
-        rows, key, options = self.task.serve_rows(body, limits)
+        """The job of a `POST /predict` body (the task's request dataclass); `RequestError` on bad input."""
+        rows, key, options = self.task.request_rows(body, limits)
         return Job(("predict", *key), rows, options)
 
     def warm_up(self) -> None:
         """One small call of each endpoint's path, so that the first requests do not pay for lazy set-up."""
         if self.task is not None:
-            request, _ = self.task.serve_request()
-            self.run([self.predict_job(request.model_validate(self.task.serve_warm_up()), _NO_LIMITS)])
+            self.run([self.predict_job(self.task.request_example(), _NO_LIMITS)])
         if self.extractor is not None:
             self.run([Job(("embed", ",".join(map(str, self.extractor.layers)), "concat", "mean"), ["warm up"])])
 

@@ -1,7 +1,8 @@
-"""Request and response bodies of `bertkit serve` that are not a task's (pydantic: they are also the OpenAPI schema):
-`/embed`, errors, and the default `{"inputs": [rows]}` body of a task's `/predict` (`rows_request`); and the checks
-a schema cannot express: empty texts (400), item counts and text sizes over the server's limits (413). Every error
-names its field, e.g. `texts[2]`. A task's own body lives with the task (`bertkit/tasks/*_serve.py`).
+"""Request and response bodies of `bertkit serve` (pydantic: they are also the OpenAPI schema): `/embed`'s, the
+answers, the errors; and the pydantic model of a task's request body (`request_model`), made from the plain
+dataclass the task declares (`Task.request_body`, bertkit/tasks/requests.py). Checks a schema cannot express are
+the tasks' (`tasks/requests.py`: empty texts, item counts and text sizes over the server's limits); their
+`RequestError` answers 400 and their `OverLimit` 413 (`ApiError.of`). Every error names its field, e.g. `texts[2]`.
 
 Requests are strict: unknown fields, and values of another JSON type (a number for a text, "true" for true), are
 errors rather than guesses.
@@ -9,16 +10,20 @@ errors rather than guesses.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..tasks.requests import OverLimit, RequestError, RequestLimits, check_count, check_text, check_words
 
 
 @dataclass
-class Limits:
-    max_items: int = 256  # texts (sentences, questions) per request
-    max_text_chars: int = 20_000  # characters of one text (a sentence's words together, a question, a context)
+class Limits(RequestLimits):  # max_items, max_text_chars: the tasks' checks
     max_body_bytes: int = 2 * 1024 * 1024  # a request body
 
 
@@ -32,9 +37,66 @@ class ApiError(Exception):
     def body(self) -> dict:
         return {"detail": str(self), "errors": self.errors}
 
+    @classmethod
+    def of(cls, e: RequestError) -> ApiError:
+        """A task's refusal of a request body: 413 over a limit, else 400."""
+        return cls(413 if isinstance(e, OverLimit) else 400, e.field, e.reason)
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --- a task's request body: its dataclass → a pydantic model, and a validated model back to the dataclass ----------
+_DATACLASS: dict[type[BaseModel], type] = {}  # the model → the dataclass it was made from
+
+
+class TaskRequest(Strict):
+    """A task's request body as validated; `plain()` is the task's dataclass."""
+
+    def plain(self):
+        return _plain(self)
+
+
+@cache
+def request_model(cls: type) -> type[TaskRequest]:
+    """The strict pydantic model of a task's request dataclass, of the same name, fields, types, defaults and
+    descriptions (field metadata `description`, `examples`); nested dataclasses (in lists, unions) get theirs."""
+    hints, fields = typing.get_type_hints(cls), {}
+    for f in dataclasses.fields(cls):
+        default = {"default": ...} if f.default is dataclasses.MISSING else {"default": f.default}
+        if f.default_factory is not dataclasses.MISSING:
+            default = {"default_factory": f.default_factory}
+        fields[f.name] = (_modelled(hints[f.name]), Field(**default, description=f.metadata.get("description"),
+                                                          examples=f.metadata.get("examples")))
+    model = create_model(cls.__name__, __base__=TaskRequest, __module__=cls.__module__, **fields)
+    _DATACLASS[model] = cls
+    return model
+
+
+def _modelled(tp):
+    """A type with its dataclasses replaced by their models (list[Question] → list[model of Question])."""
+    if dataclasses.is_dataclass(tp):
+        return request_model(tp)
+    args = typing.get_args(tp)
+    if not args:
+        return tp
+    new = tuple(_modelled(a) for a in args)
+    if new == args:
+        return tp
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[new]  # noqa: UP007 (built from a tuple)
+    return origin[new[0] if len(new) == 1 else new]
+
+
+def _plain(value):
+    """A validated request (a model of `request_model`) as the task's dataclass, nested ones included."""
+    if isinstance(value, TaskRequest):
+        return _DATACLASS[type(value)](**{name: _plain(getattr(value, name)) for name in type(value).model_fields})
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class EmbedRequest(Strict):
@@ -68,59 +130,10 @@ class ErrorBody(BaseModel):
     errors: list[dict[str, str]]
 
 
-# --- checks beyond the schema -------------------------------------------------------------------------------------
-def check_count(field: str, n: int, limits: Limits) -> None:
-    if n == 0:
-        raise ApiError(400, field, "empty list: give at least one item")
-    if n > limits.max_items:
-        raise ApiError(413, field, f"{n} items; this server takes at most {limits.max_items} per request")
-
-
-def check_text(field: str, text: str, limits: Limits) -> None:
-    if not text.strip():
-        raise ApiError(400, field, "empty text")
-    if len(text) > limits.max_text_chars:
-        raise ApiError(413, field, f"{len(text)} characters; this server takes at most {limits.max_text_chars}")
-
-
-def check_words(field: str, words: list[str], limits: Limits) -> None:
-    if not words:
-        raise ApiError(400, field, "no words")
-    for j, w in enumerate(words):
-        if not w.strip():
-            raise ApiError(400, f"{field}[{j}]", "empty word")
-    if sum(len(w) + 1 for w in words) - 1 > limits.max_text_chars:
-        raise ApiError(413, field, f"over {limits.max_text_chars} characters; the server's limit")
-
-
-def rows_request(name: str, fields: dict, optional: dict | None = None) -> type[BaseModel]:
-    """A request model `{"inputs": [row, ...]}` whose rows have `fields` (text, or a list of texts) and the
-    `optional` ones: the default body of a task's `POST /predict` (rows as `bertkit predict` reads them)."""
-    from pydantic import create_model
-
-    kinds = {str: str, list: list[str]}
-    row = create_model(f"{name}Input", __base__=Strict, **{k: (kinds.get(t, t), ...) for k, t in fields.items()},
-                       **{k: (kinds.get(t, t) | None, None) for k, t in (optional or {}).items()})
-    return create_model(f"{name}Request", __base__=Strict, inputs=(list[row], Field(description="input rows")))
-
-
-def check_rows(field: str, rows: list[dict], fields: dict, limits: Limits) -> None:
-    """Count, and every text of every row non-empty and within the limits."""
-    check_count(field, len(rows), limits)
-    for i, row in enumerate(rows):
-        for name, kind in fields.items():
-            where = f"{field}[{i}].{name}"
-            if kind is str:
-                check_text(where, row[name], limits)
-            else:
-                if not row[name]:
-                    raise ApiError(400, where, "empty list")
-                for j, text in enumerate(row[name]):
-                    check_text(f"{where}[{j}]", text, limits)
-
 
 def embed_items(body: EmbedRequest, limits: Limits) -> list[str | list[str]]:
-    """Raw texts or word lists (split into words on the model thread, with the tokenizer)."""
+    """Raw texts or word lists (split into words on the model thread, with the tokenizer); the checks are the
+    tasks' (`RequestError`)."""
     if (body.texts is None) == (body.words is None):
         raise ApiError(400, "texts", "give either texts (raw text) or words (pre-tokenised sentences)")
     field, items = ("texts", body.texts) if body.texts is not None else ("words", body.words)

@@ -10,8 +10,9 @@ A task owns a tokenizer, a Hugging Face model with the task's head, its label na
 4. **answers**: `score` (model outputs → metrics and one prediction per example), `write_predictions`;
 5. **saving**: `save` writes a plain Hugging Face folder that its `auto_model_class` loads without bertkit;
 6. **inference**: `predict_rows` answers input rows (the JSONL shape `bertkit predict` reads and `serve` accepts;
-   `input_fields` declares them), `read_inputs`/`format_rows` for `bertkit predict` files, `serve_request` for the
-   HTTP body, `export_inputs` for the ONNX graph's example inputs;
+   `input_fields` declares them), `read_inputs`/`format_rows` for `bertkit predict` files, `request_body` (a plain
+   dataclass, `requests.py`) and `request_rows` for a request body (`serve` adapts them to HTTP), `export_inputs`
+   for the ONNX graph's example inputs;
 7. **reports**: `report_plots` adds its figures to report.md; `pipeline_tag` and `auto_model_class` go in the model
    card and export.json.
 Everything here has a default, so a task of one's own writes only what differs (examples/custom_task.py).
@@ -27,13 +28,14 @@ from pathlib import Path
 import datasets
 import torch
 
-from ..config import load_run_config
 from ..errors import BertkitError, DataError
 from ..families import fit_tokenizer
 from ..inference import forward_all
 from ..models import load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
 from ..utils import atomic_path
+from .requests import check_rows, plain_rows, rows_request
+from .saved import saved_task
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,8 @@ class Task:
     @classmethod
     def run_settings(cls, path) -> tuple[int | None, object]:
         """(max length, options) recorded in a bertkit run folder's config.yaml; (None, None) for other folders."""
-        run = Path(path) / "config.yaml"
-        if not run.is_file():
-            return None, None
-        saved = load_run_config(run)
-        return (saved.max_length, saved.task_options) if isinstance(saved.task_options, cls.Options) else (None, None)
+        saved = saved_task(path)
+        return (saved.max_length, saved.options) if saved and isinstance(saved.options, cls.Options) else (None, None)
 
     @classmethod
     def _head_kwargs(cls, label_names) -> dict:
@@ -324,31 +323,30 @@ class Task:
         """One output line: the answer, with the row's `id` (if any) first."""
         return {**({"id": row["id"]} if "id" in row else {}), **answer}
 
-    # --- serve ------------------------------------------------------------------------------------------------
-    def serve_request(self):
-        """(pydantic request model, field of its items): the body of `POST /predict`. Default: `{"inputs": [row,
-        ...]}` with rows as `predict` reads them."""
-        from ..serve.schemas import rows_request
+    # --- requests (a body of inputs, as `serve`'s POST /predict takes it; `requests.py`) ---------------------------
+    def request_body(self) -> tuple[type, str]:
+        """(dataclass of a request body, its field of items). Default: `{"inputs": [row, ...]}` with rows as
+        `predict` reads them (`input_fields`, `optional_fields`)."""
+        return rows_request(type(self).__name__, tuple(self.input_fields.items()),
+                            tuple(self.optional_fields.items())), "inputs"
 
-        return rows_request(type(self).__name__, self.input_fields, self.optional_fields), "inputs"
-
-    def serve_rows(self, body, limits) -> tuple[list[dict], tuple, dict]:
-        """(rows, key, options) of a request body, checked against the server's limits; requests with the same key
-        share a model call."""
-        from ..serve.schemas import check_rows
-
-        rows = [item.model_dump(exclude_none=True) for item in body.inputs]
+    def request_rows(self, body, limits) -> tuple[list[dict], tuple, dict]:
+        """(rows, key, options) of a request body (an instance of `request_body`'s dataclass), checked against
+        `limits` (`RequestLimits`); a bad body raises `RequestError`. Requests with the same key share a model
+        call."""
+        rows = plain_rows(body.inputs)
         check_rows("inputs", rows, self.input_fields, limits)
         return rows, (), {}
+
+    def request_example(self):
+        """A small request body (run once before a server opens)."""
+        body, _ = self.request_body()
+        row = {k: "warm up" if t is str else ["warm up", "warm up"] for k, t in self.input_fields.items()}
+        return body(inputs=[body.Row(**row)])
 
     def describe(self) -> dict:
         """What `serve`'s /metadata says of the task beyond its name, labels and inputs."""
         return {}
-
-    def serve_warm_up(self) -> dict:
-        """A small request body, run once before the server opens."""
-        return {"inputs": [{k: "warm up" if t is str else ["warm up", "warm up"] for k, t in
-                            self.input_fields.items()}]}
 
     # --- export -----------------------------------------------------------------------------------------------
     def export_inputs(self, texts: list[str], names: list[str]) -> dict[str, torch.Tensor]:

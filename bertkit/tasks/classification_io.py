@@ -1,6 +1,6 @@
 """Sequence classification's inputs and outputs outside training: the files `bertkit predict` reads and the
-confusion-matrix figure of the run report (`serve`'s body: classification_serve.py). Imported only where used
-(matplotlib is not needed to train)."""
+confusion-matrix figure of the run report (a request body: `ClassifyRequest`, classification.py). Imported only
+where used (matplotlib is not needed to train)."""
 
 from __future__ import annotations
 

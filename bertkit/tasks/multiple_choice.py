@@ -14,9 +14,9 @@ fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3, label`), or 
 
 Example:
 ```python
->>> mc = MultipleChoice.from_pretrained("runs/swag")
->>> mc.predict_rows([{"context": "A man sits at a piano.", "endings": ["He plays a tune.", "He eats the piano."]}])
-[{'label': 0, 'ending': 'He plays a tune.', 'score': 0.93, 'probabilities': [0.93, 0.07]}]
+mc = MultipleChoice.from_pretrained("runs/swag")  # a run of `bertkit finetune swag`
+mc.predict_rows([{"context": "A man sits at a piano.", "endings": ["He plays a tune.", "He eats the piano."]}])
+# [{'label': the chosen ending's index, 'ending': its text, 'score', 'probabilities': one per ending}]
 ```
 """
 
@@ -37,6 +37,7 @@ from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
 from .base import Task
+from .requests import RequestError
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -233,13 +234,11 @@ class MultipleChoice(Task):
                 raise DataError("give at least two endings", file=source, line=i + 1, field="endings")
         return rows
 
-    def serve_rows(self, body, limits):
-        rows, key, options = super().serve_rows(body, limits)
-        from ..serve.schemas import ApiError
-
+    def request_rows(self, body, limits):
+        rows, key, options = super().request_rows(body, limits)
         for i, row in enumerate(rows):
             if len(row["endings"]) < 2:
-                raise ApiError(400, f"inputs[{i}].endings", "give at least two endings")
+                raise RequestError(f"inputs[{i}].endings", "give at least two endings")
         return rows, key, options
 
     def export_inputs(self, texts, names):

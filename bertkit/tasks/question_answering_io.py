@@ -1,6 +1,6 @@
 """Extractive QA's outputs outside training: the run report's figure of exact match and F1 by question word.
-(`bertkit predict` reads JSONL rows {question, context, id?}, the default of `Task.read_inputs`; `serve`'s body:
-question_answering_serve.py.)"""
+(`bertkit predict` reads JSONL rows {question, context, id?}, the default of `Task.read_inputs`; a request body:
+`QARequest`, question_answering.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Token classification's inputs and outputs outside training: what `bertkit predict` reads and writes, and the
-per-type F1 figure of the run report (`serve`'s body: token_classification_serve.py).
+per-type F1 figure of the run report (a request body: `TokenRequest`, token_classification.py).
 
 `bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
 character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
