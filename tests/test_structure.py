@@ -27,17 +27,39 @@ def lazy_map(tree: ast.Module) -> dict[str, str]:
     return {}
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node of `tree` but those under `if TYPE_CHECKING:` (imports for annotations only)."""
+    for node in ast.iter_child_nodes(tree):
+        test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+        if test is not None and "TYPE_CHECKING" in ast.unparse(test):
+            yield from (n for other in node.orelse for n in [other, *runtime_nodes(other)])
+            continue
+        yield node
+        yield from runtime_nodes(node)
+
+
+def external_imports(tree: ast.AST) -> set[str]:
+    """The top-level names of the packages outside bertkit that a module imports (TYPE_CHECKING aside)."""
+    names = set()
+    for node in runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module.split(".")[0])
+    return names - {"bertkit"}
+
+
 def import_graph() -> dict[str, set[str]]:
     """bertkit module → the bertkit modules it imports, at module level or inside functions (a lazy import is an
-    import all the same); `from pkg import name` counts the submodule that `name` is, or that pkg's lazy
-    `_PUBLIC` maps it to."""
+    import all the same; one under `if TYPE_CHECKING:` is not); `from pkg import name` counts the submodule that
+    `name` is, or that pkg's lazy `_PUBLIC` maps it to."""
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     trees = {m: ast.parse(p.read_text()) for m, p in files.items()}
     packages = {m for m, p in files.items() if p.name == "__init__.py"}
     graph = {m: set() for m in files}
     for module, tree in trees.items():
         here = module if module in packages else module.rpartition(".")[0]
-        for node in ast.walk(tree):
+        for node in runtime_nodes(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -96,12 +118,67 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circles_among_bertkit_modules():
     graph = import_graph()
     assert graph["bertkit.commands.glue"] and graph["bertkit.config"]  # the graph is really built
-    assert "bertkit.config" in graph["bertkit.tasks.base"]
+    assert "bertkit.tasks.registry" in graph["bertkit.config"]
     assert cycles(graph) == []
+
+
+# The floors of docs/design.md, top to bottom: a module imports its own floor and those below, never one above.
+FLOORS = [
+    ["bertkit.__main__", "bertkit.cli", "bertkit.commands"],
+    ["bertkit.search", "bertkit.serve", "bertkit.export"],
+    ["bertkit.training", "bertkit.report", "bertkit.search_report"],
+    ["bertkit.config", "bertkit.quickstart"],
+    ["bertkit.tasks"],
+    ["bertkit.inference", "bertkit.graphs", "bertkit.precast", "bertkit.extract", "bertkit.data", "bertkit.cpu",
+     "bertkit.metrics", "bertkit.feature_cache", "bertkit.models", "bertkit.device", "bertkit.plots",
+     "bertkit.trackers"],
+    ["bertkit.typed", "bertkit.memory", "bertkit.batching", "bertkit.buckets", "bertkit.families", "bertkit.utils",
+     "bertkit.errors", "bertkit"],
+]
+
+
+def floor(module: str) -> int | None:
+    """The index in FLOORS (0 = the top) of the longest prefix that holds `module`."""
+    found = [(len(p), i) for i, prefixes in enumerate(FLOORS) for p in prefixes
+             if module == p or module.startswith(p + ".")]
+    return max(found)[1] if found else None
+
+
+def test_no_import_climbs_to_a_higher_floor():
+    """Lazy imports count (an import is an import); a new module must be given its floor here and in the docs."""
+    graph = import_graph()
+    assert [m for m in graph if floor(m) is None] == []
+    climbing = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets if floor(t) < floor(m))
+    assert climbing == []
+    assert floor("bertkit.tasks.base") > floor("bertkit.config") > floor("bertkit.training.loop")  # the rule bites
 
 
 def test_the_cycle_finder_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+WEB = {"pydantic", "fastapi", "starlette", "uvicorn"}
+
+
+def test_tasks_import_neither_serve_nor_export_nor_a_web_framework():
+    """A task's requests are plain dataclasses (tasks/requests.py): serve and export adapt them, tasks never reach up
+    to them (TYPE_CHECKING aside)."""
+    graph = import_graph()
+    assert "bertkit.tasks.requests" in graph["bertkit.serve.schemas"]  # the arrow down is seen
+    tasks = sorted(m for m in graph if m == "bertkit.tasks" or m.startswith("bertkit.tasks."))
+    assert len(tasks) > 10
+    up = {m: sorted(t for t in graph[m] if t.split(".")[1] in ("serve", "export")) for m in tasks}
+    assert {m: t for m, t in up.items() if t} == {}
+    web = {str(p.relative_to(REPO)): sorted(external_imports(ast.parse(p.read_text())) & WEB)
+           for p in (PACKAGE / "tasks").rglob("*.py")}
+    assert {k: v for k, v in web.items() if v} == {}
+    assert external_imports(ast.parse((PACKAGE / "serve" / "app.py").read_text())) >= {"fastapi"}  # it sees them
+
+
+def test_imports_under_type_checking_do_not_count():
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pydantic\n"
+                     "else:\n    import json\ndef f():\n    import fastapi\n")
+    assert external_imports(tree) == {"typing", "json", "fastapi"}
 
 
 def string_constants(path) -> set[str]:
