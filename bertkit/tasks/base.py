@@ -1,21 +1,24 @@
 """The contract every task fulfils. The trainer, `evaluate`, `predict`, `serve`, `export` and the reports speak only
 to this interface; a task is one class (with its options dataclass) and nothing outside `bertkit/tasks/` knows it
-by name.
+by name. docs/tasks.md ("The task contract") has the table of what follows.
 
-A task owns a tokenizer, a Hugging Face model with the task's head, its label names and its options, and knows
-1. its **options** (`Options`, a frozen dataclass: recipe keys under `task_options:`, flat command-line flags);
-2. its **data**: `load_data(cfg)` reads and checks the run's files (or the hub) into examples, `load_split` one split;
-3. **features**: `examples` (a Dataset from lists), `encode` (examples → model inputs with a `length` column),
-   `collate` (features → a padded batch), `compute_loss`;
-4. **answers**: `score` (model outputs → metrics and one prediction per example), `write_predictions`;
-5. **saving**: `save` writes a plain Hugging Face folder that its `auto_model_class` loads without bertkit;
-6. **inference**: `predict_rows` answers input rows (the JSONL shape `bertkit predict` reads and `serve` accepts;
-   `input_fields` declares them), `read_inputs`/`format_rows` for `bertkit predict` files, `request_body` (a plain
-   dataclass, `requests.py`) and `request_rows` for a request body (`serve` adapts them to HTTP), `export_inputs`
-   for the ONNX graph's example inputs;
-7. **reports**: `report_plots` adds its figures to report.md; `pipeline_tag` and `auto_model_class` go in the model
-   card and export.json.
-Everything here has a default, so a task of one's own writes only what differs (examples/custom_task.py).
+What a task's author must write (examples/custom_task.py writes these and one optional hook):
+- class attributes `name` (the registry key), `auto_model_class` and `architecture` (the head), and, where the task
+  has them, `Options` (a frozen dataclass: recipe keys under `task_options:`, flat flags) and `input_fields`;
+- `load_data(cfg)` and `load_split(cfg, split, label_names, file)`: the run's files (or the hub) read and checked
+  into examples;
+- `encode(examples)`: examples → model inputs with a `length` column;
+- `score(outputs, examples, features, metric_hooks)`: model outputs → metrics and one prediction per example.
+
+Everything else is an optional hook with a default that works for a sequence-level task on a BERT-like model:
+`collate` and `compute_loss` (the tokenizer's padding, the model's own loss), `output_reducer`, `write_predictions`,
+`save` (a plain Hugging Face folder its `auto_model_class` loads), `predict_rows` (rows of `input_fields` → answers,
+for predict, serve and notebooks), the `bertkit predict` file hooks (`read_inputs`, `check_row`, `format_rows`,
+`add_predict_flags`, `predict_options`), the request hooks (`request_body`, a plain dataclass in `requests.py`,
+`request_rows`, `request_example`, `describe`: `serve` adapts them to HTTP), `export_inputs` (the ONNX graph's
+example inputs), `report_plots`, and the variants hooks (`resolve`, `for_checkpoint`, `metrics_for`,
+`prepare_options`, `run_options`). The rest is machinery a task inherits and does not override (`from_pretrained`,
+`from_config`, `examples`, `infer`, `pad_to_multiple_of`, ...).
 """
 
 from __future__ import annotations
