@@ -1,8 +1,14 @@
 """The training loop: a plain accelerate loop you can read top to bottom.
 
-    for each epoch: a prepared DataLoader of (seed, epoch)-ordered, length-grouped batches, sharded by accelerate
-        with accelerator.accumulate: forward → loss → backward → (on the accumulation boundary) clip, AdamW, schedule
-        every `eval_every`: evaluate (gather_for_metrics), log, keep the best, save a resumable checkpoint
+    fit: encode → (memory budget plan) → batches and the step's plan (step.py) → model changes → _train → _finish
+    _train_epoch: a prepared DataLoader of (seed, epoch)-ordered, length-grouped batches, sharded by accelerate;
+        per batch, with accelerator.accumulate: step.backward (forward, loss, backward), and on the accumulation
+        boundary step.update (clip, AdamW, zero gradients) and the schedule
+        every LOG_EVERY steps: _log_loss;  every `eval_every`: _evaluate_and_save (evaluate with gather_for_metrics,
+        keep the best, save a resumable checkpoint)
+
+The step is eager (accelerate's pieces), static, or replayed from CUDA graphs (`step.py`, `graphed.py`): the loop
+does not know which.
 
 Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
 run ends with the same metrics and weights as an uninterrupted one. Every process takes part in evaluation and
@@ -189,54 +195,73 @@ class Trainer:
         done = state["global_step"] >= total_steps
         self._since_log = [0, time.perf_counter()]
         while not done:
-            self._order.set_epoch(state["epoch"])
-            self.train_loader.set_epoch(state["epoch"])
-            skip = state["step_in_epoch"] * cfg.grad_accum
-            batches = acc.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
-            t0 = time.perf_counter()
-            self.memory.reset_peak()  # a training stretch: its peak, until the next evaluation or checkpoint
-            for batch in batches:
-                with acc.accumulate(self.model):
-                    self.step.backward(batch)  # forward, loss, backward; the loss summed on the device
-                    stepped = self.step.update() if acc.sync_gradients else False  # clip, AdamW, zero gradients
-                self._since_log[0] += 1
-                state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
-                if not acc.sync_gradients:
-                    continue
-                if stepped:  # fp16: a step skipped for overflow keeps its rate
-                    self.scheduler.step()
-                state["global_step"] += 1
-                state["step_in_epoch"] += 1
-                step = state["global_step"]
-                bar.update(1)
-                for callback in self.callbacks:
-                    callback(self, state)
-                done = step >= total_steps
-                evaluate = step % eval_every == 0 or done or (cfg.eval_every == "epoch" and
-                                                              acc.gradient_state.end_of_dataloader)
-                save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
-                if step % LOG_EVERY == 0 or save:
-                    self._log_loss(state, bar)
-                if save:
-                    state["train_seconds"] += time.perf_counter() - t0
-                    self.memory.record("training")
-                    with heap_released(self._applied):
-                        if evaluate:
-                            done = self._evaluate(state, eval_sets, steps_per_epoch) or done
-                        with self.memory.phase("checkpoint"):
-                            checkpoints.save(acc, self.ckpt_dir, step,
-                                             {**state, "scheduler": self.scheduler.state_dict()}, cfg.keep_checkpoints)
-                    self.model.train()
-                    t0 = time.perf_counter()
-                    self._since_log = [0, t0]
-                    self.memory.reset_peak()
-                if done:
-                    break
-            else:
-                state["train_seconds"] += time.perf_counter() - t0
-                self.memory.record("training")
-                state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
+            done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
         bar.close()
+
+    def _train_epoch(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int, eval_every: int,
+                     bar) -> bool:
+        """One epoch (on resume: the rest of one), step by step; True when training is done."""
+        cfg, acc = self.cfg, self.accelerator
+        self._order.set_epoch(state["epoch"])
+        self.train_loader.set_epoch(state["epoch"])
+        skip = state["step_in_epoch"] * cfg.grad_accum
+        batches = acc.skip_first_batches(self.train_loader, skip) if skip else self.train_loader
+        self._stretch_start()
+        for batch in batches:
+            with acc.accumulate(self.model):
+                self.step.backward(batch)  # forward, loss, backward; the loss summed on the device
+                stepped = self.step.update() if acc.sync_gradients else False  # clip, AdamW, zero gradients
+            self._since_log[0] += 1
+            state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
+            if not acc.sync_gradients:
+                continue
+            if stepped:  # fp16: a step skipped for overflow keeps its rate
+                self.scheduler.step()
+            state["global_step"] += 1
+            state["step_in_epoch"] += 1
+            step = state["global_step"]
+            bar.update(1)
+            for callback in self.callbacks:
+                callback(self, state)
+            done = step >= total_steps
+            evaluate = step % eval_every == 0 or done or (cfg.eval_every == "epoch" and
+                                                          acc.gradient_state.end_of_dataloader)
+            save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
+            if step % LOG_EVERY == 0 or save:
+                self._log_loss(state, bar)
+            if save:
+                done = self._evaluate_and_save(state, eval_sets, steps_per_epoch, evaluate) or done
+            if done:
+                return True
+        self._stretch_end(state)
+        state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
+        return False
+
+    def _stretch_start(self) -> None:
+        """A stretch of training steps begins: its clock and its peak memory (until the next evaluation, checkpoint
+        or epoch end)."""
+        self._t0 = time.perf_counter()
+        self.memory.reset_peak()
+
+    def _stretch_end(self, state: dict) -> None:
+        state["train_seconds"] += time.perf_counter() - self._t0
+        self.memory.record("training")
+
+    def _evaluate_and_save(self, state: dict, eval_sets: dict, steps_per_epoch: int, evaluate: bool) -> bool:
+        """Evaluate (when due) and keep the best, then a resumable checkpoint, outside the training clock; True when
+        early stopping says stop."""
+        self._stretch_end(state)
+        stop = False
+        with heap_released(self._applied):
+            if evaluate:
+                stop = self._evaluate(state, eval_sets, steps_per_epoch)
+            with self.memory.phase("checkpoint"):
+                checkpoints.save(self.accelerator, self.ckpt_dir, state["global_step"],
+                                 {**state, "scheduler": self.scheduler.state_dict()}, self.cfg.keep_checkpoints)
+        self.model.train()
+        self._stretch_start()
+        self._since_log = [0, self._t0]
+        return stop
 
     def _log_loss(self, state: dict, bar) -> None:
         """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes;
