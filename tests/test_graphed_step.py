@@ -94,6 +94,28 @@ def test_the_static_step_trains_to_the_eager_steps_weights_bit_for_bit(grad_accu
     assert [r["lr"] for r in logs[0]] == [r["lr"] for r in logs[1]]
 
 
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.usefixtures("cpu_only")  # bit for bit on a CPU
+def test_a_static_run_resumed_ends_as_the_uninterrupted_one(tiny_bert, sst2_dir, tmp_path):
+    """The tensor learning rates go through a checkpoint (the schedule's state as numbers, the optimizer's as it is)
+    and come back as tensors on the device."""
+    kw = dict(train_step="static", max_steps=20, length_buckets=3, eval_every="8")
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "whole", **kw))
+
+    def stop(trainer, state):
+        if state["global_step"] == 11:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit(tiny_bert, small_config(sst2_dir, tmp_path / "cut", **kw), callbacks=[stop])
+    task, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "cut", **kw), resume=True)
+    assert result["train"]["steps"] == 20
+    assert_same_weights(tmp_path / "whole", tmp_path / "cut")
+
+
 def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
     from transformers import get_linear_schedule_with_warmup
 
