@@ -78,11 +78,23 @@ def sst2_dir(tmp_path_factory) -> Path:
     return write_sst2(tmp_path_factory.mktemp("data") / "sst2")
 
 
-@pytest.fixture
-def fast_args(tiny_bert, sst2_dir):
-    """CLI flags for a quick, deterministic fp32 run of the tiny model on the tiny data."""
-    return ["--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32", "--lr", "1e-2",
-            "--batch-size", "16", "--epochs", "2", "--warmup-ratio", "0.1"]
+# `bertkit finetune` flags of a quick, deterministic run of the tiny model (fp32, a high rate, small batches)
+TINY = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16"]
+
+
+def tiny_args(model, recipe: str, data, out, *extra: str) -> list[str]:
+    """The arguments of `bertkit finetune RECIPE` (a name or a recipe file) for the tiny model `model` on the files
+    in `data`, with the TINY flags and `extra` (which win over them)."""
+    return ["finetune", str(recipe), "--model", str(model), "--data-dir", str(data), *TINY, "--output-dir", str(out),
+            *extra]
+
+
+def tiny_finetune(model, recipe: str, data, out, *extra: str) -> Path:
+    """Run `bertkit finetune` in this process with `tiny_args`; the run folder."""
+    from bertkit.cli import main
+
+    assert main(tiny_args(model, recipe, data, out, *extra)) == 0
+    return Path(out)
 
 
 # --- synthetic data in each recipe's own format (tests share these; `write_recipe_data` picks one) --------------
@@ -295,6 +307,8 @@ def write_recipe_data(recipe: str, directory: Path) -> Path:
         return write_squad(directory, n_train=96, n_dev=32)
     if recipe == "squad_v2":
         return write_squad_v2(directory, n_train=96, n_dev=32)
+    if recipe == "swag":
+        return write_swag(directory, n_train=96, n_dev=32)
     return write_glue_pairs(recipe, directory)
 
 
@@ -428,37 +442,156 @@ def cpu_only(monkeypatch):
 
 
 # --- deploy runs: tiny fine-tuned runs of every head, a real `bertkit serve` process, CLI references ---------------
-# (shared by test_serve.py and test_export.py)
-from contextlib import contextmanager  # noqa: E402
+# (shared by test_contract.py, test_serve.py, test_export.py and the tests of each task)
+from contextlib import contextmanager, nullcontext  # noqa: E402
 
-DEPLOY_TINY = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16"]
 SENTENCES = ["the film was good and funny", "a dull , boring plot", "wonderful cast", "the story is quite weak",
              "Peter Blackburn visited Paris with the United Nations today .", "Jordan met Smith in London"]
 
+# cloze, the task of examples/custom_task.py: its recipe and files
+CLOZE_RECIPE = """# cloze: fill in the blank (the custom task of examples/custom_task.py)
+task: cloze
+train_file: train.jsonl
+validation_files: [dev.jsonl]
+max_length: 32
+batch_size: 16
+lr: 1.0e-2
+warmup_ratio: 0.1
+metrics: [accuracy]
+task_options:
+  top_k: 2
+compute:
+  precision: fp32
+"""
+
+
+def cloze_rows(n: int, seed: int) -> str:
+    """JSONL '... so it was [MASK] .' with a sentiment word earlier in the text: the answer is good or bad."""
+    import json
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        good = i % 2 == 0
+        ws = [rng.choice(FILLER) for _ in range(4)] + [rng.choice(POSITIVE if good else NEGATIVE)]
+        rows.append({"text": " ".join(ws) + " , so it was [MASK] .", "answer": "good" if good else "bad"})
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def write_cloze(directory: Path, n_train: int = 96, n_dev: int = 24) -> Path:
+    """train.jsonl, dev.jsonl and the recipe cloze.yaml in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "train.jsonl").write_text(cloze_rows(n_train, seed=0))
+    (directory / "dev.jsonl").write_text(cloze_rows(n_dev, seed=1))
+    (directory / "cloze.yaml").write_text(CLOZE_RECIPE)
+    return directory
+
+
+@contextmanager
+def cloze_registered():
+    """The cloze task of examples/custom_task.py registered in this process while the block runs, as a plugin's
+    entry point would register it; afterwards the registry holds the built-in tasks only again (tests of
+    `task_names()` see no plugin)."""
+    import importlib.util
+    import sys
+
+    from bertkit.tasks import registry
+
+    registry.task_names()  # the built-ins loaded first, as without the plugin
+    before = registry._TASKS.get("cloze")
+    try:
+        module = sys.modules.get("custom_task")
+        if module is None:
+            spec = importlib.util.spec_from_file_location("custom_task", REPO / "examples" / "custom_task.py")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["custom_task"] = module
+            spec.loader.exec_module(module)  # registers Cloze
+        registry._TASKS["cloze"] = module.Cloze
+        yield module.Cloze
+    finally:
+        if before is None:
+            registry._TASKS.pop("cloze", None)
+        else:
+            registry._TASKS["cloze"] = before
+
+
+def write_ner(data: Path) -> Path:
+    """CoNLL-2003 train/valid/test files (one long sentence in 16: several windows at --max-length 24)."""
+    data.mkdir(parents=True, exist_ok=True)
+    for split, n, seed in (("train", 256, 0), ("valid", 32, 1), ("test", 32, 2)):
+        write_conll(data / f"{split}.txt", n, seed, long_every=16)
+    return data
+
+
+QA_WINDOWS = ["--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]  # several per context
+# The session's tiny runs: name → (recipe, its files' writer, flags beyond TINY). Each trains through a checkpoint
+# before its end (an evaluation or --save-every), so that a run cut after it can resume (tests/test_contract.py).
+TINY_RUNS = {
+    "sst2": ("sst2", write_sst2, ["--epochs", "2"]),  # single texts
+    "rte": ("rte", write_rte, ["--epochs", "2"]),  # pairs
+    "ner": ("conll2003", write_ner, ["--epochs", "2", "--max-length", "24", "--casing"]),  # windows, casing
+    "qa": ("squad", lambda d: write_squad(d, bad_train_ids=("t0007",)),  # several windows a context
+           ["--epochs", "1", "--skip-bad-examples", "--save-every", "8", *QA_WINDOWS]),
+    "qa_v2": ("squad_v2", write_squad_v2, ["--epochs", "2", *QA_WINDOWS]),  # unanswerable questions
+    "swag": ("swag", write_swag, ["--epochs", "3", "--max-length", "32"]),  # multiple choice
+    "cloze": ("cloze.yaml", write_cloze, ["--max-steps", "24", "--eval-every", "12"]),  # the plugin task
+}
+
+
+def tiny_run_data(tmp_path_factory, name: str) -> Path:
+    """The data folder of the tiny run `name` (TINY_RUNS), its files written once per session."""
+    data = tmp_path_factory.getbasetemp() / "deploy-runs" / f"data-{name}"
+    if not data.is_dir():
+        TINY_RUNS[name][1](data)
+    return data
+
+
+def tiny_run_args(tmp_path_factory, tiny_bert, name: str, out) -> list[str]:
+    """`bertkit finetune` arguments of the tiny run `name` (TINY_RUNS) into `out`."""
+    recipe, _, flags = TINY_RUNS[name]
+    data = tiny_run_data(tmp_path_factory, name)
+    if recipe.endswith(".yaml"):
+        recipe = str(data / recipe)
+    return tiny_args(tiny_bert, recipe, data, out, *flags)
+
 
 def tiny_run(tmp_path_factory, tiny_bert, name: str) -> Path:
-    """A fine-tuned tiny run: sst2 (single texts), rte (pairs), ner (CoNLL-2003 with windows of 24 pieces and
-    casing), qa (SQuAD with several windows per context). Made once per session, shared by the test modules."""
+    """A fine-tuned tiny run (TINY_RUNS), made once per session and shared by the test modules; its data folder is
+    `data-NAME` beside it, what it wrote to standard error and the `bertkit` logger `NAME.log`."""
+    import contextlib
+    import io
+    import logging
+
     from bertkit.cli import main
 
     root = tmp_path_factory.getbasetemp() / "deploy-runs"
-    out, data = root / name, root / f"data-{name}"
+    out = root / name
     if (out / "config.json").is_file():
         return out
-    data.mkdir(parents=True, exist_ok=True)
-    if name == "sst2":
-        args = ["sst2", "--data-dir", str(write_sst2(data)), "--epochs", "2"]
-    elif name == "rte":
-        args = ["rte", "--data-dir", str(write_rte(data)), "--epochs", "2"]
-    elif name == "ner":
-        for split, n, seed in (("train", 256, 0), ("valid", 32, 1), ("test", 32, 2)):
-            write_conll(data / f"{split}.txt", n, seed, long_every=16)
-        args = ["conll2003", "--data-dir", str(data), "--epochs", "2", "--max-length", "24", "--casing"]
-    else:
-        args = ["squad", "--data-dir", str(write_squad(data, n_dev=16)), "--epochs", "1", "--skip-bad-examples",
-                "--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]
-    assert main(["finetune", *args, "--model", str(tiny_bert), *DEPLOY_TINY, "--output-dir", str(out)]) == 0
+    args = tiny_run_args(tmp_path_factory, tiny_bert, name, out)
+    err = io.StringIO()
+    handler = logging.StreamHandler(err)
+    logging.getLogger("bertkit").addHandler(handler)
+    try:
+        with contextlib.redirect_stderr(err), cloze_registered() if name == "cloze" else nullcontext():
+            code = main(args)
+    finally:
+        logging.getLogger("bertkit").removeHandler(handler)
+        (root / f"{name}.log").write_text(err.getvalue())
+    assert code == 0, err.getvalue()[-3000:]
     return out
+
+
+def exported(tmp_path_factory, tiny_bert, name: str, *flags: str) -> tuple:
+    """(run, export folder) of a tiny run, exported to ONNX once per session and set of `bertkit export` flags."""
+    from bertkit.cli import main
+
+    run = tiny_run(tmp_path_factory, tiny_bert, name)
+    out = tmp_path_factory.getbasetemp() / "deploy-exports" / "-".join([name, *[f.strip("-") for f in flags]])
+    if not (out / "export.json").is_file():
+        with cloze_registered() if name == "cloze" else nullcontext():
+            assert main(["export", "--model", str(run), "--format", "onnx", "--output", str(out), *flags]) == 0
+    return run, out
 
 
 def free_port() -> int:

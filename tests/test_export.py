@@ -12,7 +12,7 @@ import pytest
 
 from bertkit.cli import main
 
-from .conftest import SENTENCES, bertkit_env, cli_extract, cli_predict, server, tiny_run
+from .conftest import SENTENCES, bertkit_env, cli_extract, cli_predict, exported, server, tiny_run
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -26,15 +26,6 @@ INPUTS = {  # other batch sizes and lengths than the export's example; NER and Q
     "qa": {"question": ["which colour ?", "name the colour .", "what color appears ?"],
            "context": ["the film was red and long", " ".join(["the report said"] * 25) + " blue", "Green ."]},
 }
-
-
-def exported(tmp_path_factory, tiny_bert, name: str, *flags: str) -> tuple:
-    """(run, export folder) for a tiny run, exported once per session and set of flags."""
-    run = tiny_run(tmp_path_factory, tiny_bert, name)
-    out = tmp_path_factory.getbasetemp() / "deploy-exports" / "-".join([name, *[f.strip("-") for f in flags]])
-    if not (out / "export.json").is_file():
-        assert main(["export", "--model", str(run), "--format", "onnx", "--output", str(out), *flags]) == 0
-    return run, out
 
 
 def test_export_folder_is_self_describing_with_dynamic_axes(tmp_path_factory, tiny_bert):
