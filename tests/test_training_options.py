@@ -1,4 +1,5 @@
-"""Optional training tweaks: frozen word embeddings, a re-initialised pooler, layer-wise learning-rate decay."""
+"""Optional training tweaks: frozen word embeddings, a re-initialised pooler, layer-wise learning-rate decay, gradient
+norms in the training log, dropout rates, early stopping."""
 
 import pytest
 import torch
@@ -67,12 +68,36 @@ def test_layer_lr_decay_groups(tiny_bert, sst2_dir, tmp_path):
     assert wd[id(params["bert.encoder.layer.0.output.dense.bias"])] == 0.0 and wd[id(params[top])] == 0.01
 
 
-def test_train_log_has_gradient_norms(tiny_bert, sst2_dir, tmp_path):
+@pytest.mark.usefixtures("cpu_only")  # a CUDA graph would replay the clipping without calling it
+def test_train_log_has_gradient_norms(tiny_bert, sst2_dir, tmp_path, monkeypatch):
+    """Each log line: the mean gradient norm before clipping over the steps since the previous line, and how many of
+    them were clipped (norm above max_grad_norm), against norms measured here as each step clips."""
     import json
 
-    fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1))
+    norms = []
+    clip = torch.nn.utils.clip_grad_norm_  # what accelerate's and the static step's clipping call
+
+    def measured(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        norms.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters])).item())
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", measured)
+    # 16 steps logged at the evaluations (steps 8 and 16); a bound the norms cross, so some steps clip, some not
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", epochs=1, max_grad_norm=0.5))
     rows = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
-    assert rows and all(r["grad_norm"] > 0 and 0 <= r["clipped_steps"] <= r["step"] for r in rows)
+    assert len(norms) == 16 and [r["step"] for r in rows] == [8, 16]
+    assert 0 < sum(n > 0.5 for n in norms) < 16
+    for r, since in zip(rows, (norms[:8], norms[8:]), strict=True):
+        assert r["grad_norm"] == pytest.approx(sum(since) / 8, rel=1e-5)
+        assert r["clipped_steps"] == sum(n > 0.5 for n in since)
+
+
+def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, sst2_dir, tmp_path):
+    # lr 0: the metric cannot improve after the first evaluation, so patience 2 stops at the third (step 12)
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))
+    evals = (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines()
+    assert result["train"]["steps"] == 12 and len(evals) == 3 and result["best_step"] == 4
 
 
 def _rates(model):
