@@ -1,66 +1,289 @@
-"""The contract every task passes: train a few steps → save → load with plain transformers → same predictions;
-and resume after an interruption ends exactly like an uninterrupted run."""
+"""The contract every task passes: each name `task_names()` returns and the plugin task of examples/custom_task.py,
+on its tiny session run (conftest TINY_RUNS, trained a few steps on synthetic files in its recipe's format):
+- the run folder loads in plain transformers (`auto_model_class`, in a process without bertkit) with the same
+  outputs on the task's own features, its tokenizer and label names;
+- a run cut after a checkpoint (a callback raising) and resumed ends with the uninterrupted run's weights;
+- several rows predicted at once answer as each row alone;
+- `bertkit predict`, `serve` and the ONNX export answer one input alike."""
+
+from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from .conftest import fit, small_config
+from bertkit.cli import main
+from bertkit.tasks import task_names
 
-TEXTS = ["the film was wonderful and funny", "a dull , tedious plot", "null", "its cast is really superb"]
+from .conftest import SENTENCES, cli_predict, cloze_registered, exported, tiny_run, tiny_run_args
+
+PLUGIN = "cloze"  # examples/custom_task.py
 
 
-def test_train_save_load_with_plain_transformers(tiny_bert, sst2_dir, tmp_path):
-    task, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run"))
-    assert result["dev"]["accuracy"] >= 0.75  # the tiny model learns the sentiment words
-    ours = task.predict_rows([{"text": t} for t in TEXTS], probs=True)
+@dataclass
+class Spec:
+    run: str  # the tiny run (conftest TINY_RUNS)
+    rows: list[dict]  # input rows of `predict_rows`; the last one is the input of predict / serve / export
+    line: object = None  # row → what `bertkit predict --input` reads of it (a text line, or a JSONL row: the row)
+    body: object = None  # rows → the body of serve's POST /predict (default {"inputs": rows})
+    options: dict = field(default_factory=dict)  # `predict_rows` options, and the `bertkit predict` flags for them
+    flags: tuple = ()
 
-    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run").eval()
-    tok = AutoTokenizer.from_pretrained(tmp_path / "run")
-    assert model.config.id2label == {0: "negative", 1: "positive"}
+
+def texts(rows, key):
+    return [r[key] for r in rows]
+
+
+SPECS = {
+    "sequence-classification": Spec(
+        "sst2", [{"text": t} for t in ["the film was wonderful and funny", "a dull , tedious plot", "null",
+                                       "its cast is really superb", "the story is " * 40 + "weak"]],
+        line=lambda r: r["text"], body=lambda rows: {"texts": texts(rows, "text"), "probs": True},
+        options={"probs": True}, flags=("--probs",)),
+    "token-classification": Spec(  # the last sentence is longer than a window of 24 pieces
+        "ner", [{"sentence": s} for s in SENTENCES[4:] + ["Kowalczyk " * 12 + "visited Nairobi with Mary Okonkwo"]],
+        line=lambda r: r["sentence"], body=lambda rows: {"sentences": texts(rows, "sentence")}),
+    "question-answering": Spec(  # the last context takes several windows of 64 pieces
+        "qa", [{"question": "which colour is mentioned ?", "context": "the film was red and long"},
+               {"question": "name the colour .", "context": "Green , said the cast", "id": 7},
+               {"question": "what color appears in the text ?",
+                "context": " ".join(["the report said"] * 25) + " blue today", "id": "q3"}],
+        body=lambda rows: {"questions": rows}),
+    "multiple-choice": Spec(  # different numbers of endings
+        "swag", [{"context": "a story", "endings": ["it was boring", "it was superb", "it was tedious"], "id": "q2"},
+                 {"context": "the film is, \"so\" it goes", "start": "she",
+                  "endings": ["the good .", "a dull .", "the awful .", "the weak ."]}]),
+    PLUGIN: Spec(
+        "cloze", [{"text": "a dull plot , it was [MASK] .", "id": 7}, {"text": "wonderful , so it was [MASK] ."},
+                  {"text": "the film was superb and the cast brilliant , so it was [MASK] ."}]),
+}
+TASKS = sorted({*task_names(), PLUGIN})
+
+
+def test_every_registered_task_has_contract_inputs():
+    assert set(TASKS) <= set(SPECS), f"add the contract's inputs of {sorted(set(TASKS) - set(SPECS))} to SPECS"
+
+
+@pytest.fixture
+def task_run(request, tmp_path_factory, tiny_bert):
+    """(spec, run folder) of the task named by the test's parameter, with the plugin registered for its test."""
+    name = request.param
+    if name not in SPECS:
+        pytest.fail(f"no contract inputs for task {name!r}: add them to SPECS")
+    spec = SPECS[name]
+    if name == PLUGIN:
+        with cloze_registered():
+            yield spec, tiny_run(tmp_path_factory, tiny_bert, spec.run)
+    else:
+        yield spec, tiny_run(tmp_path_factory, tiny_bert, spec.run)
+
+
+def close(got, expected, atol: float, where: str = "answer") -> None:
+    """Equal answers: the same keys, texts, labels and lists; numbers within `atol` (batches pad differently)."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got.keys() == expected.keys(), f"{where}: {got} != {expected}"
+        for k in expected:
+            close(got[k], expected[k], atol, f"{where}.{k}")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), f"{where}: {got} != {expected}"
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            close(g, e, atol, f"{where}[{i}]")
+    elif isinstance(expected, float) and not isinstance(got, bool):
+        assert got == pytest.approx(expected, abs=atol), f"{where}: {got} != {expected}"
+    else:
+        assert type(got) is type(expected) and got == expected, f"{where}: {got!r} != {expected!r}"
+
+
+# --- plain transformers, in a process that never imports bertkit -------------------------------------------------
+PLAIN = r"""
+import json, sys
+import numpy as np, torch, transformers
+for line in sys.stdin:
+    ask = json.loads(line)
+    model = getattr(transformers, ask["auto_class"]).from_pretrained(ask["run"]).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(ask["run"])
+    inputs, out = np.load(ask["inputs"]), {}
     with torch.no_grad():
-        probs = model(**tok(TEXTS, padding=True, return_tensors="pt")).logits.softmax(-1).numpy()
-    for p, o in zip(probs, ours, strict=True):
-        assert o["label"] == model.config.id2label[int(p.argmax())]
-        np.testing.assert_allclose([o["probabilities"]["negative"], o["probabilities"]["positive"]], p, atol=1e-5)
-    assert (tmp_path / "run" / "model.safetensors").is_file() and not list((tmp_path / "run").glob("*.bin"))
+        for i in range(ask["features"]):
+            x = {k.split(":")[1]: torch.from_numpy(inputs[k]) for k in inputs.files if k.split(":")[0] == str(i)}
+            y = model(**x)
+            out.update({f"{i}:{k}": y[k][0].numpy() for k in ask["outputs"]})
+    np.savez(ask["answer"], **out)
+    print(json.dumps({"class": type(model).__module__, "id2label": model.config.id2label,
+                      "ids": tokenizer(ask["texts"])["input_ids"],
+                      "bertkit": sorted(m for m in sys.modules if m.split(".")[0] == "bertkit")}), flush=True)
+"""
 
 
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """ask(run, auto class name, per-feature inputs, output keys, texts) → (outputs, what the process says): a
+    process that loads the run with transformers alone, started once for the module."""
+    folder = tmp_path_factory.mktemp("plain")
+    log = open(folder / "stderr.txt", "w+")
+    proc = subprocess.Popen([sys.executable, "-c", PLAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                            text=True, cwd=folder)
+
+    def ask(run, auto_class: str, features: list[dict], outputs, texts: list[str]):
+        n = len(list(folder.glob("in-*.npz")))
+        arrays = {f"{i}:{k}": v.numpy() for i, f in enumerate(features) for k, v in f.items()}
+        np.savez(folder / f"in-{n}.npz", **arrays)
+        proc.stdin.write(json.dumps({"run": str(run), "auto_class": auto_class, "inputs": str(folder / f"in-{n}.npz"),
+                                     "features": len(features), "outputs": list(outputs), "texts": texts,
+                                     "answer": str(folder / f"out-{n}.npz")}) + "\n")
+        proc.stdin.flush()
+        said = proc.stdout.readline()
+        log.seek(0)
+        assert said, f"the plain transformers process ended: {log.read()[-3000:]}"
+        return np.load(folder / f"out-{n}.npz"), json.loads(said)
+
+    yield ask
+    proc.stdin.close()
+    proc.wait(60)
+    log.close()
+
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_the_run_loads_in_plain_transformers_with_the_same_outputs(task_run, plain):
+    from bertkit.inference import forward_all
+    from bertkit.tasks import load_task
+
+    spec, run = task_run
+    assert (run / "model.safetensors").is_file() and not list(run.glob("*.bin"))
+    task = load_task(str(run))
+    seen = []
+
+    def recording(task, features, batch_size, precision):  # the task's own inference, every output whole
+        outputs = forward_all(task, features, batch_size, precision)
+        seen.append((features, outputs))
+        return outputs
+
+    task.runner, task.output_reducer = recording, lambda features: None  # QA: its logits, not answer candidates
+    task.predict_rows(spec.rows, **spec.options)
+    inputs, ours = [], []
+    for features, outputs in seen:  # one call, or several (multiple choice: one per number of endings)
+        columns = features.column_names if hasattr(features, "column_names") else list(features)
+        for i, out in enumerate(outputs):  # each feature alone (no padding), as plain transformers gets it
+            batch = task.collate([{k: features[k][i] for k in columns}])
+            inputs.append({k: batch[k] for k in MODEL_INPUTS if k in batch})
+            ours.append(out)
+    assert seen and ours
+    sample = [next(iter(r.values())) for r in spec.rows[:2]]
+    sample = [s if isinstance(s, str) else " ".join(s) for s in sample]
+    theirs, said = plain(run, task.auto_model_class.__name__, inputs, task.output_keys, sample)
+
+    assert said["bertkit"] == [] and said["class"].startswith("transformers.models.")
+    assert said["ids"] == task.tokenizer(sample)["input_ids"]  # AutoTokenizer reads the saved tokenizer alike
+    if task.named_labels:
+        assert said["id2label"] == {str(i): n for i, n in enumerate(task.label_names)}
+    for i, out in enumerate(ours):
+        for k in task.output_keys:
+            assert theirs[f"{i}:{k}"].shape == out[k].shape, (i, k)
+            np.testing.assert_allclose(theirs[f"{i}:{k}"], out[k], atol=1e-5, rtol=0, err_msg=f"feature {i}, {k}")
+
+
+# --- resume ---------------------------------------------------------------------------------------------------------
 class Interrupt(Exception):
     pass
 
 
-def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, sst2_dir, tmp_path, capsys):
-    # 256 examples / 16 = 16 steps per epoch, 32 steps; checkpoints every 5 steps and at evaluations (every 8)
-    _, full = fit(tiny_bert, small_config(sst2_dir, tmp_path / "full", save_every=5))
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_factory, tiny_bert, tmp_path,
+                                                          monkeypatch, capsys):
+    from bertkit.training.loop import Trainer
 
-    def stop_at_13(trainer, state):  # mid-epoch, three steps after the checkpoint of step 10
-        if state["global_step"] == 13:
-            raise Interrupt
+    spec, run = task_run
+    cut = tmp_path / "cut"
+    args = tiny_run_args(tmp_path_factory, tiny_bert, spec.run, cut)  # the session run's own arguments
+    latest = cut / "checkpoints" / "latest"
 
-    cfg = small_config(sst2_dir, tmp_path / "cut", save_every=5)
-    with pytest.raises(Interrupt):
-        fit(tiny_bert, cfg, callbacks=[stop_at_13])
-    assert (tmp_path / "cut" / "checkpoints" / "latest").read_text().strip() == "step-0000010"
+    def stop_two_steps_after_a_checkpoint(trainer, state):
+        if latest.is_file() and state["global_step"] == int(latest.read_text().split("-")[1]) + 2:
+            raise Interrupt(state["global_step"])
+
+    init = Trainer.__init__
+
+    def with_cut(self, *a, **kw):
+        init(self, *a, **kw)
+        self.callbacks.append(stop_two_steps_after_a_checkpoint)
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "__init__", with_cut)
+        with pytest.raises(Interrupt) as stopped:
+            main(args)
+    assert not (cut / "metrics.json").exists()
+    checkpoint = latest.read_text().strip()
     capsys.readouterr()
-    _, resumed = fit(tiny_bert, cfg, resume=True)
-    err = capsys.readouterr().err
-    assert "resumed from" in err and "step-0000010" in err  # it did resume: the run went on from step 10
+    assert main([*args, "--resume"]) == 0
+    assert f"resumed from {latest.parent / checkpoint}" in capsys.readouterr().err  # the run went on from there
+    assert int(checkpoint.split("-")[1]) == stopped.value.args[0] - 2
 
-    assert resumed["dev"] == full["dev"] and resumed["best_step"] == full["best_step"]
-    a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    logs = [(tmp_path / d / "eval_metrics.jsonl").read_text() for d in ("full", "cut")]
-    assert logs[0] == logs[1]  # no duplicated or missing evaluation lines after the resume
-    assert json.loads((tmp_path / "cut" / "metrics.json").read_text())["train"]["steps"] == 32
+    a, b = load_file(run / "model.safetensors"), load_file(cut / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bit for bit
+    ran, resumed = (json.loads((d / "metrics.json").read_text()) for d in (run, cut))
+    assert ran["train"]["steps"] == resumed["train"]["steps"] and ran["best_step"] == resumed["best_step"]
+    from bertkit.report import eval_splits
+
+    assert {s: ran[s] for s in eval_splits(ran)} == {s: resumed[s] for s in eval_splits(resumed)}
+    assert (run / "eval_metrics.jsonl").read_text() == (cut / "eval_metrics.jsonl").read_text()
 
 
-def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, sst2_dir, tmp_path):
-    # lr 0: the metric cannot improve after the first evaluation, so patience 2 stops at the third (step 12)
-    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))
-    evals = (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines()
-    assert result["train"]["steps"] == 12 and len(evals) == 3 and result["best_step"] == 4
+# --- batches ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_rows_predicted_together_answer_as_each_alone(task_run):
+    from bertkit.tasks import load_task
+
+    spec, run = task_run
+    task = load_task(str(run))
+    together = task.predict_rows(spec.rows, batch_size=2, **spec.options)  # sorted by length, padded batches
+    alone = [task.predict_rows([row], **spec.options)[0] for row in spec.rows]
+    assert len(together) == len(spec.rows)
+    for i, (t, a) in enumerate(zip(together, alone, strict=True)):
+        close(t, a, 1e-5, f"row {i}")
+
+
+# --- predict, serve and export on one input -----------------------------------------------------------------------
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_predict_serve_and_export_answer_alike(task_run, tmp_path_factory, tiny_bert, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from fastapi.testclient import TestClient
+
+    from bertkit.serve.app import create_app
+    from bertkit.serve.engine import Engine
+    from bertkit.tasks import load_task
+
+    spec, run = task_run
+    row = spec.rows[-1]
+    task = load_task(str(run))
+    line = spec.line(row) if spec.line else row
+    predicted = cli_predict(run, [line], tmp_path, *spec.flags)
+    assert len(predicted) == 1
+    close(predicted[0], task.echo(row, task.predict_rows([row], **spec.options)[0]), 1e-6, "predict")
+
+    engine = Engine(str(run), precision="fp32")
+    with TestClient(create_app(engine)) as client:
+        meta = client.get("/metadata").json()
+        assert meta["task"] == task.name and meta["labels"] == (task.label_names or None)
+        assert meta["inputs"] == {k: t.__name__ for k, t in task.input_fields.items()}
+        r = client.post("/predict", json=spec.body([row]) if spec.body else {"inputs": [row]})
+        assert r.status_code == 200, r.text
+    served, = r.json()["predictions"]
+    close(served, predicted[0], 1e-5, "serve")
+
+    flags = () if spec.run == "sst2" else ("--no-features",)  # as tests/test_export.py exports them
+    _, onnx = exported(tmp_path_factory, tiny_bert, spec.run, *flags)
+    info = json.loads((onnx / "export.json").read_text())
+    assert (info["task"], info["pipeline_tag"]) == (task.name, task.pipeline_tag)
+    assert info["graphs"]["model.onnx"]["max_abs_diff_fp32"] < 1e-4
+    from_onnx = cli_predict(onnx, [line], tmp_path, "--backend", "onnx", *spec.flags)
+    close(from_onnx[0], predicted[0], 1e-4, "export")
