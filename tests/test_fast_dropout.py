@@ -1,4 +1,5 @@
-"""The CPU fast dropout: right drop rate and scale, seeded, and attention identical to SDPA when nothing drops."""
+"""The CPU fast dropout: right drop rate and scale, seeded, and a training pass equal to torch's dropout and attention
+given the same masks."""
 
 from __future__ import annotations
 
@@ -36,20 +37,47 @@ def test_masks_follow_the_seed():
     assert torch.equal(a, b) and not torch.equal(b, c)
 
 
-def test_swapped_model_matches_sdpa_when_nothing_drops(tiny_bert, tmp_path, monkeypatch):
+def test_swapped_model_drops_as_torch_does_with_the_same_masks(tiny_bert, tmp_path, monkeypatch):
+    """Every nn.Dropout becomes a FastDropout of its rate and attention takes the unfused path; a training forward
+    pass draws one mask at each dropout site (embeddings, attention probabilities, two per layer after it, the
+    classifier) and equals transformers' own model (nn.Dropout, eager attention) given those same masks."""
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    reference = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2,
+                                                                   attn_implementation="eager")
+    reference.load_state_dict(model.state_dict())
+    for m in (model, reference):  # 8192 of 65536: the fast scale is torch's 1 / (1 - p) exactly
+        set_dropout(m, hidden=0.125, attention=0.125)
     ids = torch.randint(1000, 5000, (3, 9))
     mask = torch.ones_like(ids)
     mask[0, 5:] = 0  # padding, so the attention mask matters
-    model.eval()
-    reference = model(input_ids=ids, attention_mask=mask).logits
+    rates = {name: m.p for name, m in model.named_modules() if type(m) is nn.Dropout}
     fd.fast_dropout(model)
     assert not any(type(m) is nn.Dropout for m in model.modules())
+    assert {name: m.p for name, m in model.named_modules() if type(m) is fd.FastDropout} == rates
     assert model.config._attn_implementation == fd.ATTN
-    monkeypatch.setattr(fd, "keep_mask", lambda shape, p, device: (torch.ones(shape, dtype=torch.bool), 1.0))
-    model.train()  # training path: our attention with the (all-keep) mask
-    torch.testing.assert_close(model(input_ids=ids, attention_mask=mask).logits, reference, atol=1e-5, rtol=1e-5)
+    drawn, keep_mask = [], fd.keep_mask
+
+    def recorded(shape, p, device):
+        drawn.append(keep_mask(shape, p, device))
+        return drawn[-1]
+
+    monkeypatch.setattr(fd, "keep_mask", recorded)
+    dropped = model.train()(input_ids=ids, attention_mask=mask).logits
+    sites = 1 + 3 * model.config.num_hidden_layers + 1
+    assert len(drawn) == sites and all(not keep.all() and scale == 8 / 7 for keep, scale in drawn)
+    replay = iter(drawn)
+
+    def replayed(x, p=0.5, training=True, inplace=False):  # torch's dropout with the fast path's masks, in order
+        keep, scale = next(replay)
+        assert keep.shape == x.shape and p == 0.125 and training
+        return x * (keep.to(x.dtype) * scale)
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", replayed)
+    torch.testing.assert_close(dropped, reference.train()(input_ids=ids, attention_mask=mask).logits, atol=1e-5,
+                               rtol=1e-5)
+    assert next(replay, None) is None
+    assert not torch.allclose(dropped, model.eval()(input_ids=ids, attention_mask=mask).logits, atol=1e-3)
     model.save_pretrained(tmp_path / "saved")
     assert fd.ATTN not in (tmp_path / "saved" / "config.json").read_text()
     fd.restore_dropout(model)
