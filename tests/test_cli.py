@@ -77,11 +77,22 @@ def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
 def test_predict_plain_text_from_stdin(run_dir, monkeypatch, capsys):
     import io
 
-    monkeypatch.setattr(sys, "stdin", io.StringIO("a wonderful , funny film\nnull\n"))
-    assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 0
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    texts = ["a wonderful , funny film", "null", "a dull , tedious plot"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(t + "\n" for t in texts)))
+    assert main(["predict", "--model", str(run_dir), "--input", "-", "--precision", "fp32"]) == 0  # as below
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["text"] for r in rows] == ["a wonderful , funny film", "null"]
-    assert all(r["label"] in ("negative", "positive") and 0.5 <= r["score"] <= 1 for r in rows)
+    assert [r["text"] for r in rows] == texts
+    # each line: the label and score of the run itself (plain transformers, fp32): argmax and top probability
+    model = AutoModelForSequenceClassification.from_pretrained(run_dir).eval()
+    batch = AutoTokenizer.from_pretrained(run_dir)(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        probs = model(**batch).logits.softmax(-1)
+    assert [r["label"] for r in rows] == [model.config.id2label[int(k)] for k in probs.argmax(-1)]
+    assert [r["score"] for r in rows] == pytest.approx(probs.max(-1).values.tolist(), abs=1e-6)
+    assert [r["label"] for r in rows][::2] == ["positive", "negative"]  # the run learnt the sentiment words
 
 
 def bad_case(tmp_path, sst2_dir, name):
