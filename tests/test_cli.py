@@ -10,16 +10,13 @@ import yaml
 
 from bertkit.cli import main
 
-from .conftest import REPO
+from .conftest import REPO, tiny_run
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, tiny_bert, sst2_dir):
-    out = tmp_path_factory.mktemp("runs") / "sst2"
-    args = ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
-            "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--output-dir", str(out)]
-    assert main(args) == 0
-    return out
+def run_dir(tmp_path_factory, tiny_bert):
+    """The session's tiny sst2 run: `bertkit finetune sst2 --epochs 2` on write_sst2's files (sst2_dir's)."""
+    return tiny_run(tmp_path_factory, tiny_bert, "sst2")
 
 
 def test_run_folder_is_complete(run_dir):
@@ -50,14 +47,6 @@ def test_report_and_model_card(run_dir):
     from PIL import Image
 
     assert Image.open(run_dir / "report_confusion_dev.png").size[0] > 200
-
-
-def test_plain_transformers_loads_the_run_folder_without_bertkit(run_dir):
-    code = ("import sys; from transformers import AutoModelForSequenceClassification as M; "
-            f"m = M.from_pretrained({str(run_dir)!r}); "
-            "assert 'bertkit' not in sys.modules; print(m.config.id2label)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "{0: 'negative', 1: 'positive'}"
 
 
 def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
