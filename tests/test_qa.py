@@ -1,10 +1,9 @@
 """SQuAD v1.1 question answering: the loader's validation (local JSON and the hub layout), and an end-to-end CLI
-run of the tiny model (finetune → predictions.json → official script → plain transformers → evaluate → predict).
+run of the tiny model (finetune → predictions.json → official script → evaluate → predict; plain transformers,
+serve and export: test_contract.py).
 Spans: test_qa_spans.py; metrics: test_squad_metric.py."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -14,26 +13,21 @@ from bertkit.data.squad import read_squad_file
 from bertkit.errors import BertkitError, DataError
 
 from . import squad_v1_official as official
-from .conftest import SHARED_DATA, use_fake_hub_squad, write_squad
+from .conftest import SHARED_DATA, tiny_run, tiny_run_data, use_fake_hub_squad, write_squad
 
 
 @pytest.fixture(scope="module")
 def squad_dir(tmp_path_factory):
-    return write_squad(tmp_path_factory.mktemp("data") / "squad", bad_train_ids=("t0007",))
-
-
-SMALL = ["--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]
+    """write_squad's files with one bad training answer (t0007), the session's tiny qa run's data."""
+    return tiny_run_data(tmp_path_factory, "qa")
 
 
 @pytest.fixture(scope="module")
 def qa_run(tmp_path_factory, tiny_bert, squad_dir):
-    out = tmp_path_factory.mktemp("runs") / "squad"
-    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "squad", "--model", str(tiny_bert),
-                           "--data-dir", str(squad_dir), "--precision", "fp32", "--lr", "1e-2", "--batch-size", "16",
-                           "--epochs", "1", "--skip-bad-examples", "--output-dir", str(out), *SMALL],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out, proc.stderr
+    """(run folder, what it logged): `bertkit finetune squad --skip-bad-examples` for one epoch on squad_dir, with
+    windows of 64 pieces (conftest TINY_RUNS)."""
+    out = tiny_run(tmp_path_factory, tiny_bert, "qa")
+    return out, (out.parent / "qa.log").read_text()
 
 
 # --- loading and validation ------------------------------------------------------------------------------------
@@ -180,15 +174,6 @@ def test_finetune_writes_official_predictions_and_learns(qa_run, squad_dir):
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
     assert (out / "report_question_types_validation.png").is_file() and (out / "report.md").is_file()
     assert "pipeline_tag: question-answering" in (out / "README.md").read_text()
-
-
-def test_plain_transformers_loads_the_qa_run(qa_run):
-    out, _ = qa_run
-    code = ("import sys; from transformers import AutoModelForQuestionAnswering as M; "
-            f"m = M.from_pretrained({str(out)!r}); assert 'bertkit' not in sys.modules; "
-            "print(type(m).__name__, m.config.num_labels)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert res.split() == ["BertForQuestionAnswering", "2"]
 
 
 def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path, capsys):

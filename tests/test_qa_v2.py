@@ -1,11 +1,10 @@
 """SQuAD 2.0 question answering: the v2 loader (unanswerable questions; errors naming file, line and field; the hub
 layout), [CLS] targets, the no-answer decision on hand-made logits, and an end-to-end CLI run of the tiny model
-(finetune squad_v2 → predictions.json + null_odds.json → the official evaluation → evaluate → predict).
+(finetune squad_v2 → predictions.json + null_odds.json → the official evaluation → evaluate → predict; a QA run in
+plain transformers: test_contract.py).
 Metric parity: test_squad_v2_metric.py; v1.1: test_qa.py."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,26 +16,18 @@ from bertkit.errors import DataError
 from bertkit.tasks.qa_spans import Window, decide, null_logit, rank_answers, with_null
 
 from . import squad_v2_official as official
-from .conftest import SHARED_DATA, use_fake_hub_squad, write_squad_v2
+from .conftest import SHARED_DATA, tiny_run, tiny_run_data, use_fake_hub_squad, write_squad_v2
 
 
 @pytest.fixture(scope="module")
 def v2_dir(tmp_path_factory):
-    return write_squad_v2(tmp_path_factory.mktemp("data") / "squad_v2")
-
-
-SMALL = ["--max-length", "64", "--max-question-length", "16", "--window-overlap", "16"]
+    return tiny_run_data(tmp_path_factory, "qa_v2")  # write_squad_v2's files
 
 
 @pytest.fixture(scope="module")
 def v2_run(tmp_path_factory, tiny_bert, v2_dir):
-    out = tmp_path_factory.mktemp("runs") / "squad_v2"
-    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "finetune", "squad_v2", "--model", str(tiny_bert),
-                           "--data-dir", str(v2_dir), "--precision", "fp32", "--lr", "1e-2", "--batch-size", "16",
-                           "--epochs", "2", "--output-dir", str(out), *SMALL],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    """`bertkit finetune squad_v2` for two epochs on v2_dir with windows of 64 pieces (conftest TINY_RUNS)."""
+    return tiny_run(tmp_path_factory, tiny_bert, "qa_v2")
 
 
 # --- loading and validation ------------------------------------------------------------------------------------
@@ -283,11 +274,3 @@ def test_evaluate_and_predict_use_the_saved_threshold(v2_run, v2_dir, tmp_path):
     qa.null_threshold = -1e9
     never = qa.predict(questions, contexts)
     assert not any(a["no_answer"] for a in always) and all(a["answer"] == "" for a in never)
-
-
-def test_plain_transformers_loads_the_v2_run(v2_run):
-    code = ("import sys; from transformers import AutoModelForQuestionAnswering as M; "
-            f"m = M.from_pretrained({str(v2_run)!r}); assert 'bertkit' not in sys.modules; "
-            "print(type(m).__name__, m.config.num_labels)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert res.split() == ["BertForQuestionAnswering", "2"]

@@ -1,6 +1,6 @@
-"""SWAG multiple choice (BERT §4.4), the task added as one module: SWAG's CSV read strictly, a run that learns,
-its folder loading in plain `AutoModelForMultipleChoice` with the same scores, and `predict` (CSV and JSONL),
-`evaluate`, `serve` and ONNX `export` on it."""
+"""SWAG multiple choice (BERT §4.4), the task added as one module: SWAG's CSV read strictly, a run that learns, and
+`predict` (CSV and JSONL), `evaluate` and serve's checks on it (plain transformers, serve and ONNX export answering
+alike: test_contract.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import torch
 
 from bertkit.cli import main
 from bertkit.config import load_recipe
 
-from .conftest import REPO, write_swag
+from .conftest import REPO, tiny_run, tiny_run_data
 
 ROWS = [{"context": "the film is, \"so\" it goes", "start": "she", "endings": ["the good .", "a dull .",
                                                                               "the awful .", "the weak ."]},
@@ -24,16 +22,13 @@ ROWS = [{"context": "the film is, \"so\" it goes", "start": "she", "endings": ["
 
 @pytest.fixture(scope="module")
 def swag_dir(tmp_path_factory):
-    return write_swag(tmp_path_factory.mktemp("swag") / "swag")
+    return tiny_run_data(tmp_path_factory, "swag")  # write_swag's files
 
 
 @pytest.fixture(scope="module")
 def swag_run(tmp_path_factory, tiny_bert, swag_dir):
-    out = tmp_path_factory.mktemp("runs") / "swag"
-    assert main(["finetune", "swag", "--model", str(tiny_bert), "--data-dir", str(swag_dir), "--precision", "fp32",
-                 "--lr", "1e-2", "--batch-size", "16", "--epochs", "3", "--max-length", "32",
-                 "--output-dir", str(out)]) == 0
-    return out
+    """`bertkit finetune swag` for three epochs on swag_dir at --max-length 32 (conftest TINY_RUNS)."""
+    return tiny_run(tmp_path_factory, tiny_bert, "swag")
 
 
 def test_recipe_has_the_papers_settings():
@@ -82,23 +77,6 @@ def test_finetune_learns_and_writes_metrics_and_predictions(swag_run):
     assert "AutoModelForMultipleChoice" in card and "pipeline_tag: multiple-choice" in card
     saved = (swag_run / "config.yaml").read_text()
     assert "task: multiple-choice" in saved and "task_options:\n  context_column: sent1" in saved
-
-
-def test_plain_transformers_loads_the_run_and_scores_the_same(swag_run):
-    from transformers import AutoModelForMultipleChoice, AutoTokenizer
-
-    from bertkit.tasks import load_task
-
-    ours = load_task(str(swag_run)).predict_rows(ROWS[:1])[0]
-    model = AutoModelForMultipleChoice.from_pretrained(swag_run).eval()
-    tok = AutoTokenizer.from_pretrained(swag_run)
-    row = ROWS[0]
-    enc = tok([row["context"]] * 4, [f"{row['start']} {e}" for e in row["endings"]], padding=True,
-              return_tensors="pt")
-    with torch.no_grad():
-        probs = model(**{k: v.unsqueeze(0) for k, v in enc.items()}).logits.softmax(-1)[0].numpy()
-    np.testing.assert_allclose(ours["probabilities"], probs, atol=1e-5)
-    assert ours["label"] == int(probs.argmax()) and ours["ending"] == row["endings"][ours["label"]]
 
 
 def test_evaluate_reproduces_the_run_metrics(swag_run, swag_dir, capsys):
@@ -165,31 +143,13 @@ def test_hub_copy_is_read_with_the_same_columns(monkeypatch, tmp_path, swag_dir)
     assert len(train) == 5 and len(evals["validation"]) == 40
 
 
-def test_serve_and_export_answer_as_predict(swag_run, tmp_path):
-    pytest.importorskip("onnxruntime")
+def test_serve_refuses_a_question_with_one_ending(swag_run):
+    pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
     from bertkit.serve.app import create_app
     from bertkit.serve.engine import Engine
 
-    expected = [{**({"id": r["id"]} if "id" in r else {}), **a} for r, a in
-                zip(ROWS, __import__("bertkit").tasks.load_task(str(swag_run)).predict_rows(ROWS), strict=True)]
-    engine = Engine(str(swag_run), precision="fp32")
-    engine.warm_up()
-    with TestClient(create_app(engine)) as client:
-        r = client.post("/predict", json={"inputs": ROWS})
-        assert r.status_code == 200, r.text
-        served = r.json()["predictions"]
+    with TestClient(create_app(Engine(str(swag_run), precision="fp32"))) as client:
         bad = client.post("/predict", json={"inputs": [{"context": "a", "endings": ["one"]}]})
-        assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "inputs[0].endings"
-    assert [s["label"] for s in served] == [e["label"] for e in expected]
-    np.testing.assert_allclose(served[0]["probabilities"], expected[0]["probabilities"], atol=1e-5)
-    out = tmp_path / "onnx"
-    assert main(["export", "--model", str(swag_run), "--format", "onnx", "--output", str(out), "--no-features"]) == 0
-    info = json.loads((out / "export.json").read_text())
-    assert info["task"] == "multiple-choice" and info["graphs"]["model.onnx"]["max_abs_diff_fp32"] < 1e-4
-    from bertkit.export.runtime import load_onnx_task
-
-    onnx_answers = load_onnx_task(out).predict_rows(ROWS)
-    assert [a["label"] for a in onnx_answers] == [e["label"] for e in expected]
-    np.testing.assert_allclose(onnx_answers[1]["probabilities"], expected[1]["probabilities"], atol=1e-4)
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "inputs[0].endings"
