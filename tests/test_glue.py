@@ -12,9 +12,9 @@ import pytest
 
 from bertkit.cli import main
 
-from .conftest import REPO, sentence, write_sst2, write_sts
+from .conftest import REPO, TINY, sentence, write_sst2, write_sts
 
-FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--epochs", "1", "--warmup-ratio", "0.1"]
+FAST = [*TINY, "--epochs", "1", "--warmup-ratio", "0.1"]
 
 
 def write_glue(root, seed=0):

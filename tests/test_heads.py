@@ -14,9 +14,9 @@ from bertkit import MultiLabelClassification, SequenceClassification, SequenceRe
 from bertkit.cli import main
 from bertkit.tasks.classification import pool_windows, resolve_class_weights
 
-from .conftest import FILLER, MULTI, POSITIVE, write_multi_label, write_sts
+from .conftest import FILLER, MULTI, POSITIVE, TINY, write_multi_label, write_sts
 
-FAST = ["--precision", "fp32", "--lr", "1e-2", "--batch-size", "16", "--warmup-ratio", "0.1"]
+FAST = [*TINY, "--warmup-ratio", "0.1"]
 
 
 @pytest.fixture(scope="module")

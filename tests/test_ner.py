@@ -32,7 +32,7 @@ from bertkit.tasks.token_classification import TokenClassification
 from bertkit.tasks.windows import merge_windows, word_windows
 
 from . import conlleval
-from .conftest import NER_FILLER, NER_LABELS, NER_LAST, SHARED_DATA, write_conll_dir
+from .conftest import NER_FILLER, NER_LABELS, NER_LAST, SHARED_DATA, tiny_finetune, write_conll_dir
 
 MAX_LENGTH = 24  # in the run below: 22 pieces per window, so the 40-word sentences are cut into windows
 
@@ -45,10 +45,7 @@ def conll_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ner_run(tmp_path_factory, tiny_bert, conll_dir):
     out = tmp_path_factory.mktemp("runs") / "conll2003"
-    assert main(["finetune", "conll2003", "--model", str(tiny_bert), "--data-dir", str(conll_dir), "--precision",
-                 "fp32", "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--max-length", str(MAX_LENGTH),
-                 "--output-dir", str(out)]) == 0
-    return out
+    return tiny_finetune(tiny_bert, "conll2003", conll_dir, out, "--epochs", "2", "--max-length", str(MAX_LENGTH))
 
 
 def write(path, text):

@@ -10,7 +10,7 @@ from bertkit.cli import main
 from bertkit.config import load_recipe
 from bertkit.errors import DataError
 
-from .conftest import MNLI_HEADER, SHARED_DATA, write_rte
+from .conftest import MNLI_HEADER, SHARED_DATA, tiny_finetune, write_rte
 
 
 def mnli_files(d):
@@ -95,9 +95,7 @@ def test_pair_encoding_segment_ids_and_longest_first_truncation(tiny_bert):
 def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     data = write_rte(tmp_path / "rte")
     out = tmp_path / "runs"
-    assert main(["finetune", "rte", "--model", str(tiny_bert), "--data-dir", str(data), "--precision", "fp32",
-                 "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--seeds", "13,42", "--output-dir",
-                 str(out)]) == 0
+    tiny_finetune(tiny_bert, "rte", data, out, "--epochs", "2", "--seeds", "13,42")
     summary = json.loads((out / "summary.json").read_text())
     per_seed = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["dev"]["accuracy"] for s in (13, 42)]
     m = summary["metrics"]["dev/accuracy"]

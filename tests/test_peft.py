@@ -13,7 +13,7 @@ import torch
 
 from bertkit.cli import main
 
-from .conftest import REPO, fit, small_config
+from .conftest import REPO, fit, small_config, tiny_finetune
 
 pytest.importorskip("peft")
 
@@ -21,10 +21,8 @@ pytest.importorskip("peft")
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory, tiny_bert, sst2_dir):
     out = tmp_path_factory.mktemp("lora") / "run"
-    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
-                 "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--peft", "lora", "--lora-r", "4",
-                 "--lora-target", "query,value", "--output-dir", str(out)]) == 0
-    return out
+    return tiny_finetune(tiny_bert, "sst2", sst2_dir, out, "--epochs", "2", "--peft", "lora", "--lora-r", "4",
+                         "--lora-target", "query,value")
 
 
 def test_only_the_adapter_and_the_head_train(tiny_bert, sst2_dir, tmp_path):

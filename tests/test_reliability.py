@@ -11,7 +11,7 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from .conftest import CPU_ENV, REPO, write_sst2
+from .conftest import CPU_ENV, REPO, tiny_args, write_sst2
 
 FAULTS = str(REPO / "tests" / "faults.py")
 
@@ -35,9 +35,8 @@ def data(tmp_path_factory):
 
 def finetune_args(tiny_bert, data, out, *extra):
     # 256 / 16 = 16 steps per epoch, 2 epochs; evaluation every 8 steps, checkpoints also every 5
-    return ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(data), "--precision", "fp32",
-            "--lr", "1e-2", "--batch-size", "16", "--epochs", "2", "--eval-every", "8", "--save-every", "5",
-            "--eval-batch-size", "8", "--output-dir", str(out), *extra]
+    return tiny_args(tiny_bert, "sst2", data, out, "--epochs", "2", "--eval-every", "8", "--save-every", "5",
+                     "--eval-batch-size", "8", *extra)
 
 
 @pytest.fixture(scope="module")
