@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -227,8 +228,19 @@ def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_fac
     assert f"resumed from {latest.parent / checkpoint}" in capsys.readouterr().err  # the run went on from there
     assert int(checkpoint.split("-")[1]) == stopped.value.args[0] - 2
 
-    a, b = load_file(run / "model.safetensors"), load_file(cut / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bit for bit
+    # bit for bit: the last step's weights (the run folder holds the best step's, maybe the checkpoint's own) and those
+    # published; the same losses, rates and gradient norms at each logged step
+    last = (run / "checkpoints" / "latest").read_text().strip()
+    assert (cut / "checkpoints" / "latest").read_text().strip() == last != checkpoint
+    for weights in (Path("checkpoints", last, "model.safetensors"), Path("model.safetensors")):
+        a, b = load_file(run / weights), load_file(cut / weights)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), weights
+
+    def trained(folder):
+        rows = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+        return [(r["step"], r["loss"], r["lr"], r.get("grad_norm"), r.get("clipped_steps")) for r in rows]
+
+    assert trained(run) == trained(cut)
     ran, resumed = (json.loads((d / "metrics.json").read_text()) for d in (run, cut))
     assert ran["train"]["steps"] == resumed["train"]["steps"] and ran["best_step"] == resumed["best_step"]
     from bertkit.report import eval_splits
