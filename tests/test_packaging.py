@@ -8,8 +8,10 @@ import sys
 
 from .conftest import REPO, bertkit_env
 
+# httpx is not among them: huggingface_hub (under transformers and datasets) requires it, and imports it at start-up
+# in the floors' versions
 EXTRAS = ["pydantic", "fastapi", "starlette", "uvicorn", "onnx", "onnxruntime", "onnxscript", "peft", "optuna",
-          "tensorboard", "httpx"]
+          "tensorboard"]
 
 RUNNER = """
 import importlib, json, pkgutil, sys
