@@ -71,19 +71,39 @@ def bucket_batch(batch: dict, length: int, rows: int, pad_id: int) -> dict:
     return pad_rows(pad_to_length(batch, length, pad_id), rows, pad_id)
 
 
+def signature(batch: dict) -> tuple:
+    """What a captured graph is specific to: every input's name, shape and dtype."""
+    return tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(batch.items()))
+
+
 class GraphCapture:
-    """Capture of a no-grad forward into a CUDA graph (one memory pool for all of a model's graphs: they never run at
-    once). Tests on a CPU replace it with one that calls the function again."""
+    """The only CUDA-specific piece of graphed inference and of the graphed training step
+    (`bertkit.training.graphed`): a side stream, a memory pool all of its graphs share (they never run at once), and
+    capture itself. Tests on a CPU replace it with one whose "graph" calls the function again on its inputs."""
 
     def __init__(self):
+        self.stream = torch.cuda.Stream()
         self.pool = torch.cuda.graph_pool_handle()
 
+    def run(self, fn, *args):
+        """`fn` eagerly on the capture stream (a warm-up), ordered after and before the current stream's work."""
+        current = torch.cuda.current_stream()
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            result = fn(*args)
+        current.wait_stream(self.stream)
+        return result
+
     def __call__(self, fn, inputs: dict):
+        """A callable that replays `fn(inputs)` as captured and returns its outputs (the graph's own tensors);
+        capturing runs nothing."""
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
-        with torch.cuda.graph(graph, pool=self.pool):
-            outputs = fn(inputs)
-        torch.cuda.synchronize()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+                outputs = fn(inputs)
+        finally:
+            torch.cuda.synchronize()
 
         def replay():
             graph.replay()
@@ -105,7 +125,7 @@ class GraphedForward:
 
     @torch.no_grad()
     def __call__(self, inputs: dict) -> dict:
-        key = tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(inputs.items()))
+        key = signature(inputs)
         if self.failed or key not in self.graphs and key not in self.seen:
             self.seen.add(key)
             return self.fn(inputs)

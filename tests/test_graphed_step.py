@@ -139,7 +139,7 @@ def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
 
 # --- the graph layer, with a stand-in capture ------------------------------------------------------------------------
 class ReplayCapture:
-    """A CPU stand-in for CudaCapture: a "graph" that calls the captured function again on its static inputs."""
+    """A CPU stand-in for GraphCapture: a "graph" that calls the captured function again on its static inputs."""
 
     captured: list = []
 
@@ -165,7 +165,7 @@ def graphed_on_cpu(monkeypatch):
 
     def use(capture):  # from here on, runs take the graphed step with `capture`
         monkeypatch.setattr(step, "_step_kind", lambda cfg, accelerator, precision: ("graphed", "test"))
-        monkeypatch.setattr(graphed, "CudaCapture", capture)
+        monkeypatch.setattr(graphed, "GraphCapture", capture)
 
     ReplayCapture.captured = []
     return use

@@ -17,45 +17,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-import torch
-
+from ..graphs import GraphCapture, signature
 from .step import StaticStep
 
 WARMUP = 2  # eager runs of a shape before it is captured
-
-
-def signature(batch: dict) -> tuple:
-    """What a graph is specific to: every input's name, shape and dtype."""
-    return tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(batch.items()))
-
-
-class CudaCapture:
-    """The only CUDA-specific piece: a side stream, a memory pool all graphs share, and capture itself. Tests on a
-    CPU replace it with one whose "graph" calls the function again on its static inputs."""
-
-    def __init__(self):
-        self.stream = torch.cuda.Stream()
-        self.pool = torch.cuda.graph_pool_handle()
-
-    def run(self, fn, *args):
-        """`fn` eagerly on the capture stream, ordered after and before the current stream's work."""
-        current = torch.cuda.current_stream()
-        self.stream.wait_stream(current)
-        with torch.cuda.stream(self.stream):
-            result = fn(*args)
-        current.wait_stream(self.stream)
-        return result
-
-    def __call__(self, fn, inputs: dict):
-        """A callable that replays `fn(inputs)` as captured; capturing runs nothing."""
-        graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
-        try:
-            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
-                fn(inputs)
-        finally:
-            torch.cuda.synchronize()
-        return graph.replay
 
 
 class GraphedStep(StaticStep):
@@ -66,7 +31,7 @@ class GraphedStep(StaticStep):
         for group in self.optimizer.param_groups:
             group["capturable"] = True  # AdamW refuses capture otherwise; its step counters are device tensors
         self.batch_size, self.log = batch_size, log
-        self.capture = CudaCapture()
+        self.capture = GraphCapture()  # the CUDA-specific piece, shared with graphed inference
         self.seen: Counter = Counter()  # eager runs per shape (and of the update) so far
         self.graphs: dict = {}  # signature → (replay, static inputs)
         self.update_graph = None
