@@ -100,7 +100,8 @@ class GraphCapture:
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         try:
-            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+            # thread_local: the DataLoader's pin-memory thread may call CUDA while this thread captures
+            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
                 outputs = fn(inputs)
         finally:
             torch.cuda.synchronize()
