@@ -26,7 +26,7 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
 
     model = adapter.model
     device = next(model.parameters()).device
-    lengths = features["length"]
+    lengths = features["length"][:]  # a list: a datasets column reads one row at a time
     if on_gpu(device):
         batches, forward = budget_batches(lengths), graphed_forward(adapter, precision, device)
     else:

@@ -65,7 +65,7 @@ class OnnxRunner:
         self.inputs = [i.name for i in session.get_inputs()]
 
     def __call__(self, adapter, features, batch_size: int, precision: str = "fp32") -> list[dict[str, np.ndarray]]:
-        lengths = features["length"]
+        lengths = features["length"][:]
         results: list = [None] * len(lengths)
         reduce = adapter.output_reducer(features)
         for idx in sorted_batches(lengths, batch_size):

@@ -40,7 +40,8 @@ def probe_step(task, model, features, micro: int, precision: str, checkpointing:
     from ..device import autocast
     from .changes import disable_checkpointing, enable_checkpointing
 
-    longest = sorted(range(len(features)), key=lambda i: -features[i]["length"])[:micro]
+    lengths = features["length"][:]
+    longest = sorted(range(len(lengths)), key=lambda i: -lengths[i])[:micro]
     rows = [features[i] for i in longest]
     batch = task.collate(rows)
     device = next(model.parameters()).device

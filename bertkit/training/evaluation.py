@@ -26,7 +26,7 @@ def predict_features(accelerator, model, adapter, features, batch_size: int, buc
     process must call it. Mixed precision is the prepared model's own (accelerate's autocast). `buckets`: batches
     padded up to the training's length buckets (a compiled model then sees the shapes it compiled)."""
     loader = accelerator.prepare_data_loader(eval_loader(features, adapter, batch_size, accelerator.device, buckets))
-    lengths = features["length"]
+    lengths = features["length"][:]  # a list: a datasets column reads one row at a time
     results: list = [None] * len(lengths)
     reduce = adapter.output_reducer(features)
     model.eval()
