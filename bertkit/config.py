@@ -68,11 +68,6 @@ class Compute:
                                               "data to add the fewest padded positions (the training line says how "
                                               "many); 0: each batch to its longest row. Default: 8 where each shape "
                                               "costs a capture or a compile (a graphed step, --compile), else 0.")
-    device_data: str = option("auto", "Where training batches come from. auto: on one CUDA device, gathered from the "
-                                      "training set collated onto it once (when it takes at most a tenth of the free "
-                                      "memory and its first batches equal the collate's), else collated per batch; "
-                                      "on: gathered on any device; off: collated per batch.",
-                              choices=["auto", "on", "off"])
     compile: bool = option(False, "torch.compile the model (inductor, dynamic shapes, per transformer block); the "
                                   "first steps are slow while it compiles.")
     fast_dropout: bool = option(True, "CPU training: draw dropout masks with a cheaper generator (same keep-and-"
