@@ -1,0 +1,140 @@
+"""Where a training step's time goes, on the GPU: is the step bound by the device or by the host?
+
+    source .gpu/setup.sh && python3 benchmarks/gpu_profile.py --model "$BB"          # GPU machine (about 60 s)
+    python benchmarks/gpu_profile.py --quick                                         # CPU rehearsal
+
+Runs `bertkit finetune sst2` in this process for --warm + --steps steps (batch 32, bf16 on a GPU) and measures:
+  loop      ms per step of the loop over --steps steps (synchronised at both ends)
+  profile   torch.profiler over those steps: device time per step (kernels, all streams), and the kernels and host
+            ops that take most of it
+  replays   (graphed step) each captured graph replayed alone --replays times: the device's own time for one step
+            of each batch shape and for the update (clip + AdamW), with nothing on the host between replays
+A step whose replays take about the loop's time is bound by the device (fewer or fused kernels, less memory
+traffic help); one whose loop takes much longer is bound by the host. The report goes to stdout and --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ.setdefault(_k, "1")
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("BERTKIT_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+
+import torch  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+
+
+def sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def device_us(event) -> float:
+    """An averaged profiler event's own device time, µs (the attribute's name changed across torch versions)."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(event, name):
+            return float(getattr(event, name))
+    return 0.0
+
+
+def replay_times(step, n: int) -> dict:
+    """ms per replay of each captured graph of a GraphedStep, replayed back to back (the model trains on: these are
+    extra updates, after the measured run)."""
+    out = {}
+    shapes = [next(shape for name, shape, _ in key if name == "input_ids") for key in step.graphs]  # signatures
+    graphs = [(f"forward+backward {'x'.join(map(str, shape))}", replay)
+              for shape, (replay, _) in zip(shapes, step.graphs.values(), strict=True)]
+    graphs += [("update (clip, AdamW, zero)", step.update_graph)] if step.update_graph else []
+    for name, replay in graphs:
+        replay()
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            replay()
+        sync()
+        out[name] = (time.perf_counter() - t) / n * 1e3
+    return out
+
+
+def main(a) -> int:
+    from bertkit.cli import main as cli
+    from bertkit.training import loop
+
+    report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
+    window = {"start": a.warm, "end": a.warm + a.steps}
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
+                                      + ([torch.profiler.ProfilerActivity.CUDA] if CUDA else []))
+
+    def watch(trainer, state) -> None:  # after every optimiser step
+        step = state["global_step"]
+        if step == window["start"]:
+            sync()
+            profiler.__enter__()
+            window["t"] = time.perf_counter()
+        elif step == window["end"]:
+            sync()
+            report["loop_ms_per_step"] = (time.perf_counter() - window["t"]) / a.steps * 1e3
+            profiler.__exit__(None, None, None)
+            report["step"] = {"kind": trainer.step.kind, "buckets": list(trainer.step_plan.buckets)}
+            if hasattr(trainer.step, "graphs"):
+                report["replay_ms"] = replay_times(trainer.step, a.replays)
+
+    init = loop.Trainer.__init__
+
+    def with_watch(self, *args, **kw):
+        init(self, *args, **kw)
+        self.callbacks.append(watch)
+
+    loop.Trainer.__init__ = with_watch
+    out = tempfile.mkdtemp("-profile")
+    args = ["finetune", "sst2", "--model", a.model, "--train-step", a.train_step, "--batch-size", "32",
+            "--max-steps", str(a.warm + a.steps), "--eval-every", "100000", "--save-every", "0", "--seed", "42",
+            "--max-eval-samples", "64", "--output-dir", out, *(["--precision", "bf16"] if CUDA else [])]
+    if a.quick:
+        args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
+    if cli(args) != 0 or "loop_ms_per_step" not in report:
+        print("the run failed or ended before the profiled steps")
+        return 1
+    events = profiler.key_averages()
+    kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
+    report["device_ms_per_step"] = sum(device_us(e) for e in kernels) / 1e3 / a.steps
+    report["top_device"] = [(e.key[:90], e.count / a.steps, device_us(e) / 1e3 / a.steps) for e in kernels[:a.top]]
+    host = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)
+    report["top_host"] = [(e.key[:90], e.count / a.steps, e.self_cpu_time_total / 1e3 / a.steps) for e in host[:a.top]]
+    lines = [f"{report['gpu']}, torch {report['torch']}; {a.model}; step {report['step']}",
+             f"loop: {report['loop_ms_per_step']:.2f} ms/step over {a.steps} steps; profiled device time "
+             f"{report['device_ms_per_step']:.2f} ms/step"]
+    lines += [f"replay alone: {k}: {v:.2f} ms" for k, v in report.get("replay_ms", {}).items()]
+    for title, rows in (("device", report["top_device"]), ("host (self)", report["top_host"])):
+        lines.append(f"top {title} time per step (calls/step, ms/step):")
+        lines += [f"  {ms:8.3f}  {calls:6.1f}  {name}" for name, calls, ms in rows]
+    print("\n".join(lines))
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "profile.json").write_text(json.dumps(report, indent=1))
+    (Path(a.out) / "profile.txt").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=os.environ.get("BB", "minilm-l6"), help="model (default $BB, else minilm-l6)")
+    p.add_argument("--train-step", default="auto", choices=["auto", "eager", "static", "graphed"])
+    p.add_argument("--warm", type=int, default=100, help="steps before the measured ones (captures happen here)")
+    p.add_argument("--steps", type=int, default=100, help="measured steps")
+    p.add_argument("--replays", type=int, default=50, help="replays of each graph, timed alone")
+    p.add_argument("--top", type=int, default=15, help="rows of each top list")
+    p.add_argument("--quick", action="store_true", help="CPU rehearsal: a few steps on few examples")
+    p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "profile"))
+    a = p.parse_args()
+    if a.quick:
+        a.warm, a.steps = min(a.warm, 3), min(a.steps, 4)
+    sys.exit(main(a))
