@@ -171,3 +171,22 @@ def test_model_changes_are_undone_exactly_also_when_training_raises(tiny_bert):
     after = snapshot()
     assert after[:5] == before[:5]
     assert after[5].keys() == before[5].keys() and all(torch.equal(after[5][k], before[5][k]) for k in before[5])
+
+
+def test_a_mixed_precision_run_gives_the_model_its_own_forward_back(tiny_bert, sst2_dir, tmp_path):
+    """accelerate sets an autocast wrapper as the prepared model's `forward` (bf16); the trainer takes it off with
+    `restore_forward`, not with accelerate's `unwrap_model(keep_fp32_wrapper=False)`, which unwraps through
+    transformers' own decorators of `forward` too (the second half pins that reason: when it fails, accelerate gives
+    back the class's forward and the trainer can use it)."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForSequenceClassification
+
+    from .conftest import fit, small_config
+
+    task, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", precision="bf16", max_steps=2))
+    assert "forward" not in vars(task.model)  # the class's forward again
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2)
+    accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+    accelerator.unwrap_model(accelerator.prepare(model), keep_fp32_wrapper=False)
+    assert vars(model)["forward"].__func__ is not type(model).forward

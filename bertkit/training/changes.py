@@ -18,9 +18,11 @@ What it changes, in this order (the order fixes which random numbers each one dr
    measured on the model's family (`bertkit.families`: BERT's), none for the others (one log line says so);
 6. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
    training finished), every parameter trainable as before.
-Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention); the
-wrapper accelerate puts on `forward` for mixed precision is taken off by accelerate itself (`unwrap_model` with
-`keep_fp32_wrapper=False`, in the trainer).
+Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention). The
+autocast wrapper accelerate sets as the prepared model's `forward` (mixed precision) is taken off by
+`restore_forward`, not by accelerate's `unwrap_model(keep_fp32_wrapper=False)`: that one unwraps through
+transformers' own decorators of `forward` too, leaving another function than the class's
+(tests/test_training_options.py pins it).
 """
 
 from __future__ import annotations
@@ -165,3 +167,12 @@ def heap_released(applied):
     finally:
         if kept:
             keep_heap()
+
+
+def restore_forward(module, before) -> None:
+    """Give `module` back the `forward` it had before accelerate prepared it (`before`: its instance attribute then;
+    None: the class's): for mixed precision accelerate sets an autocast wrapper as an instance attribute."""
+    if before is not None:
+        module.forward = before
+    elif "forward" in vars(module):
+        del module.forward

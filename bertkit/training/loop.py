@@ -37,7 +37,7 @@ from ..trackers import check_trackers
 from ..typed import to_dict
 from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
 from . import checkpoints, launch
-from .changes import heap_released, model_changes
+from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
 from .evaluation import predict_features
 from .graphed import GraphedStep
@@ -102,6 +102,8 @@ class Trainer:
         process). The model changes are in place already (`fit`); on resume the checkpoint's weights and random
         states replace what they drew."""
         cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.task.model
+        before = vars(model).get("forward")  # None: the class's; `prepare` may set one (mixed precision)
+        self._restore_forward = lambda: restore_forward(model, before)
         self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
@@ -162,7 +164,7 @@ class Trainer:
         total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
         self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
-        forward = self.task.model.__dict__.get("forward")  # none: the class's (`prepare` may set one)
+        self._restore_forward = None
         try:
             with model_changes(self.task, cfg, cpu, self.precision, self.log) as applied:
                 self._applied = applied
@@ -175,12 +177,9 @@ class Trainer:
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 with heap_released(self._applied):
                     return self._finish(state, eval_sets, test)
-        finally:  # accelerate sets an autocast wrapper as the model's `forward` (mixed precision): its own again
-            own = acc.unwrap_model(self.model) if hasattr(self, "model") else self.task.model
-            if forward is None:
-                own.__dict__.pop("forward", None)
-            else:
-                own.forward = forward
+        finally:  # the prepared model's own forward again, however training ended
+            if self._restore_forward:
+                self._restore_forward()
 
     def _train(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int) -> None:
         cfg, acc = self.cfg, self.accelerator
