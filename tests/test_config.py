@@ -307,19 +307,23 @@ def test_finetune_help_shows_the_recipes_task_options_only(capsys, recipe, shown
     assert all(flag in out for flag in shown) and not any(flag in out for flag in hidden)
 
 
-def test_a_run_builds_its_config_once(tiny_bert, sst2_dir, tmp_path, monkeypatch):
-    """The recipe, overrides and flags resolve once; the run's config (its folder, the options its data completes)
-    is built once from that; the trainer adds only what the task completes itself (classification: the window
-    overlap for long texts), once. Reading a run folder's config.yaml back (the report) builds none of the run's."""
+@pytest.mark.parametrize("name", ["sst2", "ner", "qa", "swag", "cloze"])  # every task (conftest TINY_RUNS)
+def test_a_run_builds_its_config_once(name, tiny_bert, tmp_path_factory, tmp_path, monkeypatch):
+    """The recipe, overrides and flags resolve once; the run's config (its folder, the options its data completes:
+    class weights, the label names the data has) is built once from that, and the trainer trains it as it is.
+    Reading a run folder's config.yaml back (the report) builds none of the run's."""
+    from contextlib import nullcontext
+
     from bertkit import config
-    from bertkit.cli import main
     from bertkit.training import loop
+
+    from .conftest import cloze_registered, tiny_run_args
 
     built, real = [], config.resolve
     monkeypatch.setattr(config, "resolve", lambda layers: built.append(layers[-1][1]) or real(layers))
     monkeypatch.setattr(loop, "resolve", config.resolve)
-    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
-                 "--max-steps", "2", "--output-dir", str(tmp_path / "run")]) == 0
+    with cloze_registered() if name == "cloze" else nullcontext():
+        args = tiny_run_args(tmp_path_factory, tiny_bert, name, tmp_path / "run")
+        assert main([*args, "--max-steps", "2", "--eval-every", "2", "--save-every", "0"]) == 0
     resolved = built.index("command line")  # before it, the recipe's model_overrides are each checked
-    assert [b for b in built[resolved:] if not b.endswith("config.yaml")] == ["command line", "the run",
-                                                                               "the trained task"]
+    assert [b for b in built[resolved:] if not b.endswith("config.yaml")] == ["command line", "the run"]

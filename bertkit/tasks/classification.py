@@ -229,9 +229,8 @@ class SequenceClassification(Task):
                                    f"{','.join(own.default_metrics)} --main-metric {own.default_metrics[0]})")
         super().check_metrics(metrics, options, source)
 
-    def run_options(self):
-        return replace(self.options, label_names=list(self.label_names), class_weights=self.class_weights,
-                       doc_window_overlap=self.window_overlap)
+    def run_options(self):  # doc_window_overlap as given: None is a quarter of the max_length the run records
+        return replace(self.options, label_names=list(self.label_names), class_weights=self.class_weights)
 
     # --- data ------------------------------------------------------------------------------------------------
     @classmethod

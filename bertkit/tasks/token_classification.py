@@ -141,9 +141,8 @@ class TokenClassification(Task):
         self.label2id = {name: i for i, name in enumerate(self.label_names)}
         self._collator = DataCollatorForTokenClassification(self.tokenizer)  # pads labels with -100
 
-    def run_options(self):
-        return replace(self.options, label_names=list(self.label_names), window_overlap=self.window_overlap,
-                       casing=bool(self.casing))
+    def run_options(self):  # window_overlap as given: None is half a window at the max_length the run records
+        return replace(self.options, label_names=list(self.label_names), casing=bool(self.casing))
 
     @classmethod
     def load_data(cls, cfg):
