@@ -32,7 +32,8 @@ from .errors import BertkitError
 def option(default, help: str, **meta):
     """A dataclass field with its help text. `meta`: `choices` (allowed values), `legacy` (its names in bertkit 0.2),
     `aliases` (extra command-line flags, e.g. a 0.2 flag name), `dest` (its flag's and flat key's name when not the
-    field's), `flag=False` (no command-line flag: YAML only)."""
+    field's), `flag=False` (no command-line flag: YAML only), `dataset=True` (it describes one data set, not the
+    training: `dataset_options`)."""
     if isinstance(default, (dict, list)):
         value = default
         return field(default_factory=lambda: type(value)(value), metadata={"help": help, **meta})
@@ -134,6 +135,11 @@ def option_names(options_class) -> dict[str, str]:
     for f in dataclasses.fields(options_class):
         names.update({old: f.name for old in f.metadata.get("legacy", ())}, **{f.name: f.name})
     return names
+
+
+def dataset_options(options_class) -> list[str]:
+    """The fields of an options dataclass that describe one data set (`option(..., dataset=True)`)."""
+    return [f.name for f in dataclasses.fields(options_class) if f.metadata.get("dataset")]
 
 
 def flag(name: str) -> str:

@@ -37,11 +37,17 @@ COLUMNS = [("MNLI-m/mm", "mnli", "accuracy"), ("QQP", "qqp", "f1"), ("QNLI", "qn
            ("MRPC", "mrpc", "f1"), ("RTE", "rte", "accuracy")]
 WNLI = ("WNLI", "wnli", "accuracy")
 TASKS = [t for _, t, _ in COLUMNS] + ["wnli"]
-# flags that describe one task's data or head; the runner takes them from each task's recipe
-PER_TASK = ["name", "train_file", "validation_files", "test_file", "text_column", "text_pair_column", "label_column",
-            "label_names", "skip_labels", "columns", "hub_dataset", "hub_config", "hub_splits", "hub_columns",
-            "hub_revision", "problem_type", "metrics", "main_metric", "class_weights", "label_delimiter",
-            "delimiter", "quoting"]
+# flags that describe one task's data or head; the runner takes them from each task's recipe: the run's data fields
+# and the classification options that say so themselves (`dataset=True`)
+RUN_DATA = ["name", "train_file", "validation_files", "test_file", "hub_dataset", "hub_config", "hub_splits",
+            "hub_revision", "metrics", "main_metric"]
+
+
+def per_task() -> list[str]:
+    from ..tasks.classification import ClassificationOptions
+    from ..typed import dataset_options
+
+    return RUN_DATA + dataset_options(ClassificationOptions)
 
 
 def task_source(cfg) -> tuple[str | None, str]:
@@ -155,7 +161,7 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
 
     t0 = time.perf_counter()
     overrides = dict(overrides)
-    bad = [k for k in PER_TASK if k in overrides]
+    bad = [k for k in per_task() if k in overrides]
     if bad:
         raise BertkitError(f"--{bad[0].replace('_', '-')} names one task's data; `finetune glue` takes each task's "
                            "from its recipe (data: BERTKIT_DATA_DIR or --data-dir with one folder per task)")

@@ -48,43 +48,48 @@ SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_
 
 @dataclass(frozen=True)
 class ClassificationOptions:
-    """Options of sequence classification: where the texts and labels are, and the head."""
+    """Options of sequence classification: where the texts and labels are, and the head. `dataset=True`: the
+    option describes one data set (its files, columns, labels or head): `finetune glue` takes it from each task's
+    recipe."""
 
     # data: columns and file format
-    text_column: str = option("sentence", "Column with the text.")
-    text_pair_column: str | None = option(None, "Column with the second text of a pair.")
-    label_column: str = option("label", "Column with the label (a label name, or its index in label_names).")
+    text_column: str = option("sentence", "Column with the text.", dataset=True)
+    text_pair_column: str | None = option(None, "Column with the second text of a pair.", dataset=True)
+    label_column: str = option("label", "Column with the label (a label name, or its index in label_names).",
+                               dataset=True)
     label_names: list[str] = option([], "Label names in id order; they become id2label in the checkpoint (default: "
-                                        "the training file's labels, sorted).")
+                                        "the training file's labels, sorted).", dataset=True)
     skip_labels: list[str] = option([], "Rows with these labels are skipped and counted (MultiNLI's '-': no "
-                                        "majority).")
+                                        "majority).", dataset=True)
     columns: list[str] = option([], "Delimited files without a header row (CoLA, the STS Benchmark): names of their "
                                     "fields, in order; fields past these are ignored. A file whose first row names "
-                                    "every column read is taken to have a header (GLUE's STS-B TSV).")
+                                    "every column read is taken to have a header (GLUE's STS-B TSV).", dataset=True)
     delimiter: str | None = option(None, "Field separator of delimited files: one character, or 'tab' (default: tab "
-                                         "for .tsv, comma for .csv).")
+                                         "for .tsv, comma for .csv).", dataset=True)
     quoting: str = option("auto", "Delimited files: 'none' (GLUE: quote characters are text), 'csv' (quoted fields "
                                   "as pandas and spreadsheets write them; texts may span lines), or 'auto' (.csv: "
                                   "csv; tab-separated: none unless the file reads only as quoted).",
-                          choices=["auto", "none", "csv"])
+                          choices=["auto", "none", "csv"], dataset=True)
     carve_eval: int | None = option(None, "Train and evaluate on one labelled file, the first validation file, cut by "
                                           "a fixed rule (for tasks whose training set is missing, QNLI here): rows "
                                           "whose first text's SHA-256 modulo 100 is below N form the evaluation "
                                           "split, named '<file stem>_carved<N>' in results; the others train.")
     hub_columns: list[str] = option([], "Hub column names for text, (text pair,) label when they differ from the "
-                                        "local files'.")
+                                        "local files'.", dataset=True)
     # the head
     problem_type: str = option(SINGLE, "The head, Hugging Face's problem_type (saved in the checkpoint): "
                                        "single_label_classification (softmax, cross-entropy), regression (one output, "
                                        "MSE; numeric labels), multi_label_classification (a sigmoid per label, binary "
                                        "cross-entropy; a list of labels per row, or names joined by label_delimiter).",
-                               choices=[SINGLE, REGRESSION, MULTI])
-    label_delimiter: str = option(",", "Multi-label: separator of the label names in a text label field ('a,b').")
+                               choices=[SINGLE, REGRESSION, MULTI], dataset=True)
+    label_delimiter: str = option(",", "Multi-label: separator of the label names in a text label field ('a,b').",
+                                  dataset=True)
     threshold: float = option(0.5, "Multi-label: a label is predicted when its sigmoid probability is at least this.")
     class_weights: list[float] | str | None = option(None, "Loss weight per label (label_names order), or "
                                                            "'balanced': n / (labels × count), scikit-learn's rule "
                                                            "(multi-label: BCE pos_weight = negatives / positives per "
-                                                           "label); recorded as numbers in the run config.")
+                                                           "label); recorded as numbers in the run config.",
+                                                     dataset=True)
     doc_pooling: str = option("truncate", "Texts longer than max_length: 'truncate' (BERT: keep the first max_length "
                                           "word pieces), or classify overlapping windows of the text and pool their "
                                           "logits per text by 'mean' or 'max'.", choices=["truncate", "mean", "max"])
