@@ -166,6 +166,16 @@ class MemoryLog:
         out["process_peak_gib"] = process_peak_gib()
         return out
 
+    def summary_of_every_process(self, accelerator) -> dict:
+        """`summary`; with several processes each one's (`ranks`) and the highest peak (every process calls it)."""
+        mine = self.summary()
+        if accelerator.num_processes == 1:
+            return mine
+        from accelerate.utils import gather_object
+
+        ranks = gather_object([mine])
+        return {"peak_rss_gib": max(r["peak_rss_gib"] for r in ranks), "ranks": ranks}
+
     def line(self) -> str:
         """One line for the end of a run: the peak and the phase that reached it."""
         s = self.summary()

@@ -315,13 +315,13 @@ def test_a_run_builds_its_config_once(name, tiny_bert, tmp_path_factory, tmp_pat
     from contextlib import nullcontext
 
     from bertkit import config
-    from bertkit.training import loop
+    from bertkit.training import prepare
 
     from .conftest import cloze_registered, tiny_run_args
 
     built, real = [], config.resolve
     monkeypatch.setattr(config, "resolve", lambda layers: built.append(layers[-1][1]) or real(layers))
-    monkeypatch.setattr(loop, "resolve", config.resolve)
+    monkeypatch.setattr(prepare, "resolve", config.resolve)
     with cloze_registered() if name == "cloze" else nullcontext():
         args = tiny_run_args(tmp_path_factory, tiny_bert, name, tmp_path / "run")
         assert main([*args, "--max-steps", "2", "--eval-every", "2", "--save-every", "0"]) == 0

@@ -28,21 +28,19 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..batching import train_batches
-from ..config import RunConfig, resolve, to_yaml
+from ..config import RunConfig, to_yaml
 from ..errors import BertkitError
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
 from ..report import write_report
 from ..trackers import check_trackers
-from ..typed import to_dict
 from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
 from . import checkpoints, launch
 from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
 from .evaluation import predict_features
-from .graphed import GraphedStep
-from .prepare import make_accelerator, prepare
-from .step import EagerStep, StaticStep, StepPlan, plan_step
+from .prepare import default_pad_multiple, make_accelerator, make_step, prepare, trained_config
+from .step import plan_step
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
 
@@ -362,7 +360,7 @@ class Trainer:
                 self.task.write_predictions(out, name, preds, main=name == main_split)
             checkpoints.write_run_model(self.task, out, best)  # after write_predictions: QA v2 sets its threshold
         self.memory.record("save")
-        result["memory"] = self._memory_of_every_process()
+        result["memory"] = self.memory.summary_of_every_process(acc)
         if self.budget_plan is not None:
             result["memory"]["budget_plan"] = self.budget_plan
         if acc.is_main_process:
@@ -372,48 +370,3 @@ class Trainer:
             acc.end_training()
         acc.wait_for_everyone()
         return result
-
-    def _memory_of_every_process(self) -> dict:
-        """This process's peak memory per phase; with several processes each one's (`ranks`), the peak the highest."""
-        mine = self.memory.summary()
-        if self.accelerator.num_processes == 1:
-            return mine
-        from accelerate.utils import gather_object
-
-        ranks = gather_object([mine])
-        return {"peak_rss_gib": max(r["peak_rss_gib"] for r in ranks), "ranks": ranks}
-
-
-def trained_config(config: RunConfig, task) -> RunConfig:
-    """`config` with what the task is (its name, model, max length, options with the labels it has): the config a
-    run folder records. A notebook's config may be for another task (the default one): its default metrics then
-    give way to the trained task's."""
-    from ..tasks import get_task
-
-    options = task.run_options()
-    if (config.task, config.model, config.max_length, config.task_options) == (
-            task.name, task.source or config.model, task.max_length, options):
-        return config  # the run's own config (`bertkit finetune`): nothing to rebuild
-    values = {k: v for k, v in config.to_dict().items() if k != "task_options"}
-    if config.task != task.name and config.metrics == list(get_task(config.task).metrics_for(config.task_options)[1]):
-        values.pop("metrics"), values.pop("main_metric")
-    values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
-                  task_options=to_dict(options))
-    return resolve([(values, "the trained task", False)])
-
-
-def default_pad_multiple(device: str, max_length: int) -> int | None:
-    """8 on a GPU (tensor-core shapes). On a CPU, inputs longer than 128 word pieces are padded to a multiple of 32:
-    every distinct batch length costs memory that the CPU kernels' caches and the allocator keep, so a run whose
-    lengths vary over hundreds of values grows for hundreds of steps (docs/memory.md); at most max_length / 32
-    shapes bound it. Short inputs keep their exact length (padding them would cost more compute than it saves)."""
-    if device == "cuda":
-        return 8
-    return 32 if device == "cpu" and max_length > 128 else None
-
-
-def make_step(plan: StepPlan, accelerator, model, optimizer, task, cfg, log=print) -> EagerStep:
-    """The step of `plan` (`bertkit.training.step`) for a prepared model and optimizer."""
-    if plan.kind == "graphed":
-        return GraphedStep(accelerator, model, optimizer, task, cfg.max_grad_norm, cfg.batch_size, log)
-    return (StaticStep if plan.kind == "static" else EagerStep)(accelerator, model, optimizer, task, cfg.max_grad_norm)

@@ -1,4 +1,5 @@
-"""The Accelerator of a run, wrapping a model for it, and unwrapping it afterwards.
+"""A run's set-up: the config it trains (`trained_config`), its Accelerator, the model, optimizer and schedule
+wrapped for it, its step (`make_step`), and the pad multiple of its device.
 
 The optimizer (with bertkit's parameter groups) is built where its parameters will live: FSDP1 replaces the model's
 parameters when it wraps the model, so there the optimizer is built from the wrapped model (whose parameter names
@@ -15,8 +16,12 @@ from pathlib import Path
 
 from transformers import get_linear_schedule_with_warmup
 
+from ..config import RunConfig, resolve
 from ..errors import BertkitError
+from ..typed import to_dict
+from .graphed import GraphedStep
 from .optim import build_optimizer
+from .step import EagerStep, StaticStep, StepPlan
 
 
 def prepare(accelerator, model, loader, cfg, total_steps: int):
@@ -77,3 +82,37 @@ def make_accelerator(config, output_dir, accelerator=None):
                            "accelerate keeps one precision per process: restart the Python process (the notebook "
                            "kernel) to train in another one, or keep the same precision") from None
     return accelerator, choice
+
+def trained_config(config: RunConfig, task) -> RunConfig:
+    """`config` with what the task is (its name, model, max length, options with the labels it has): the config a
+    run folder records. A notebook's config may be for another task (the default one): its default metrics then
+    give way to the trained task's."""
+    from ..tasks import get_task
+
+    options = task.run_options()
+    if (config.task, config.model, config.max_length, config.task_options) == (
+            task.name, task.source or config.model, task.max_length, options):
+        return config  # the run's own config (`bertkit finetune`): nothing to rebuild
+    values = {k: v for k, v in config.to_dict().items() if k != "task_options"}
+    if config.task != task.name and config.metrics == list(get_task(config.task).metrics_for(config.task_options)[1]):
+        values.pop("metrics"), values.pop("main_metric")
+    values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
+                  task_options=to_dict(options))
+    return resolve([(values, "the trained task", False)])
+
+
+def default_pad_multiple(device: str, max_length: int) -> int | None:
+    """8 on a GPU (tensor-core shapes). On a CPU, inputs longer than 128 word pieces are padded to a multiple of 32:
+    every distinct batch length costs memory that the CPU kernels' caches and the allocator keep, so a run whose
+    lengths vary over hundreds of values grows for hundreds of steps (docs/memory.md); at most max_length / 32
+    shapes bound it. Short inputs keep their exact length (padding them would cost more compute than it saves)."""
+    if device == "cuda":
+        return 8
+    return 32 if device == "cpu" and max_length > 128 else None
+
+
+def make_step(plan: StepPlan, accelerator, model, optimizer, task, cfg, log=print) -> EagerStep:
+    """The step of `plan` (`bertkit.training.step`) for a prepared model and optimizer."""
+    if plan.kind == "graphed":
+        return GraphedStep(accelerator, model, optimizer, task, cfg.max_grad_norm, cfg.batch_size, log)
+    return (StaticStep if plan.kind == "static" else EagerStep)(accelerator, model, optimizer, task, cfg.max_grad_norm)
