@@ -123,7 +123,8 @@ def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=pri
             wanted["keep_heap"] = False
             if cpu and "keep_heap" in measured:
                 log(f"cpu speed-ups: keep_heap left off for micro-batches of {cfg.batch_size} × {cfg.max_length} "
-                    f"positions (over {KEEP_HEAP_POSITIONS}, the kept heap holds 25 % more memory; docs/memory.md)")
+                    f"positions (over {KEEP_HEAP_POSITIONS} the kept heap costs more memory than it is worth; the "
+                    "measurements: docs/memory.md)")
         if cpu and any(wanted.values()) and not measured:
             log(f"cpu speed-ups: none for {model.config.model_type} models (measured on BERT only, docs/speed.md)")
         elif cpu:
