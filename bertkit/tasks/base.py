@@ -180,7 +180,9 @@ class Task:
                                                              options=cfg.task_options)
 
     def run_options(self):
-        """The options that describe this task as it is (what a run folder records)."""
+        """The options that describe this task as it is (what a run folder records). An option left to a default
+        that follows from what the run records too (a window overlap from max_length) stays as given: the run's
+        config is then the trainer's as it is, built once."""
         return self.options
 
     # --- data ------------------------------------------------------------------------------------------------
