@@ -110,3 +110,22 @@ def test_cpu_training_attention_is_unfused_even_without_dropout(tiny_bert, monke
     assert calls == []
     model.eval()(input_ids=ids)
     assert calls
+
+
+def test_compiled_fast_dropout_does_not_recompile_per_call(tiny_bert):
+    """Counting calls (the check that the patch took effect) must not become a guard of torch.compile: each new count
+    failed it, a recompile per call until dynamo's cache limit (then the model ran eagerly). The model's frames are
+    compiled by the first call and never again."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert), num_labels=2).train()
+    fd.fast_dropout(model)
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    ids = torch.randint(1000, 2000, (2, 7))
+    compiled(input_ids=ids)
+    first = counter.frame_count
+    for _ in range(4):
+        compiled(input_ids=ids)
+    assert first > 0 and counter.frame_count == first

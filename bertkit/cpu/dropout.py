@@ -12,7 +12,8 @@ GPUs keep torch's own dropout.
 (matmul, softmax, this dropout mask, matmul). That is the faster path there with or without attention dropout, at
 the lengths in docs/speed.md (torch's fused kernel is slowest on short rows).
 `restore_dropout(model)` undoes both; weights and saved files are unaffected. `CALLS` counts the patched code's
-calls, so `bertkit.cpu.cpu_speedups` can check that a patch really took effect.
+calls, so `bertkit.cpu.cpu_speedups` can check that a patch really took effect (eager calls only: under
+torch.compile each new count was a guard that failed, a recompile per call until dynamo's cache limit).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def drop(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
 
 class FastDropout(nn.Dropout):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        CALLS["dropout"] += 1
+        if not torch.compiler.is_compiling():  # a count torch.compile traced would be a guard: a recompile a call
+            CALLS["dropout"] += 1
         return drop(x, self.p, self.training)
 
 
@@ -57,7 +59,8 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     if not module.training or query.device.type != "cpu":
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    CALLS["attention"] += 1
+    if not torch.compiler.is_compiling():
+        CALLS["attention"] += 1
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # [batch, heads, q, k]
     if attention_mask is not None:
