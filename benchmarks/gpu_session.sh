@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# One call of a lent GPU (about 9.5 minutes of its 15): after `../shared/gpu/bundle.sh` here, `run` with carry
-# [".gpu"] and the command `bash benchmarks/gpu_session.sh` (timeout_s 600). Each step has its own timeout and its
-# log under $OUT; a step that fails does not stop the others. STEPS (default all) picks some: e.g.
-# `STEPS="tests profile" bash benchmarks/gpu_session.sh`.
+# A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
+# after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
+#   STEPS="tests bench profile" bash benchmarks/gpu_session.sh     (timeout_s 480; about 7 minutes)
+#   STEPS="suite" bash benchmarks/gpu_session.sh                   (timeout_s 240; about 3 minutes)
+# Each step has its own timeout and its log under $OUT; a step that fails does not stop the others.
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~30 s
 #   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base: bound by the device or the host?    ~70 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
+# The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"; STEPS=${STEPS:-tests bench profile suite}
 say() { echo "=== $(date +%T) $*"; }
