@@ -124,3 +124,15 @@ def test_bad_extract_input_exits_2_and_leaves_nothing(tiny_bert, tmp_path, capsy
     assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(out), *args]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists() and not list(tmp_path.glob(".feats*"))
+
+
+def test_pool_pieces_by_hand():
+    from bertkit.extract import pool_pieces
+
+    vectors = torch.arange(12.0).view(6, 2)  # [CLS], w0, w1, w1, w1, [SEP]
+    ids = [None, 0, 1, 1, 1, None]
+    assert pool_pieces(vectors, ids, 2, "first").tolist() == [[2, 3], [4, 5]]
+    assert pool_pieces(vectors, ids, 2, "last").tolist() == [[2, 3], [8, 9]]
+    assert pool_pieces(vectors, ids, 2, "mean").tolist() == [[2, 3], [6, 7]]
+    with pytest.raises(BertkitError, match="word 1 has no word piece"):
+        pool_pieces(vectors, [None, 0, 2, 2, 2, None], 3, "mean")

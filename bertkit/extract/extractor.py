@@ -125,8 +125,9 @@ class FeatureExtractor:
             chosen = self.hidden_states(batch)  # [layers, batch, pieces, H]
             if gpu:
                 chosen = chosen[:, :len(idx)].cpu()  # one copy a batch, not one a sentence
+            combined = combine_layers(chosen, self.combine)  # [batch, pieces, (layers,) dim]
             for j, i in enumerate(idx):
-                vectors = combine_layers(chosen[:, j, : lengths[i]], self.combine)  # [pieces, (layers,) dim]
+                vectors = combined[j, : lengths[i]]  # [pieces, (layers,) dim]
                 try:
                     pooled = pool_pieces(vectors, enc.word_ids(i), len(sentences[i]), self.pool)
                 except BertkitError as e:  # e.g. a word of characters the tokenizer drops

@@ -68,15 +68,16 @@ def _index(i: int, num_layers: int, spec: str) -> int:
 
 
 def combine_layers(hidden: torch.Tensor, mode: str) -> torch.Tensor:
-    """hidden: [layers, tokens, H] → concat [tokens, layers*H] | mean/sum [tokens, H] | none [tokens, layers, H]."""
+    """hidden: [layers, tokens, H] → concat [tokens, layers*H] | mean/sum [tokens, H] | none [tokens, layers, H];
+    a batch [layers, batch, tokens, H] alike, with the batch axis first."""
     if mode == "concat":
-        return torch.cat(list(hidden), dim=-1)  # [tokens, layers*H], layers in the order asked for
+        return torch.cat(list(hidden), dim=-1)  # [(batch,) tokens, layers*H], layers in the order asked for
     if mode == "mean":
-        return hidden.mean(0)  # [tokens, H]
+        return hidden.mean(0)  # [(batch,) tokens, H]
     if mode == "sum":
-        return hidden.sum(0)  # [tokens, H]
+        return hidden.sum(0)  # [(batch,) tokens, H]
     if mode == "none":
-        return hidden.transpose(0, 1)  # [tokens, layers, H]
+        return hidden.movedim(0, -2)  # [(batch,) tokens, layers, H]
     raise BertkitError(f"--combine {mode!r}: expected one of {', '.join(COMBINE)}")
 
 
@@ -95,21 +96,17 @@ def pool_pieces(vectors: torch.Tensor, word_ids: list[int | None], n_words: int,
         return vectors[text]
     if mode not in ("first", "last", "mean"):
         raise BertkitError(f"--pool {mode!r}: expected one of {', '.join(POOL)}")
-    out = vectors.new_zeros((n_words, *vectors.shape[1:]))  # [words, ...]
-    count = vectors.new_zeros(n_words)
-    seen = set()
-    for i in text:
-        w = word_ids[i]
-        if mode == "first" and w in seen:
-            continue
-        if mode == "mean":
-            out[w] += vectors[i]
-            count[w] += 1
-        else:  # first: the first piece wins; last: every later piece overwrites
-            out[w] = vectors[i]
-            count[w] = 1
-        seen.add(w)
-    if (count == 0).any():
-        missing = int((count == 0).nonzero()[0])
+    pieces = torch.tensor(text, dtype=torch.long, device=vectors.device)  # [text pieces]
+    words = torch.tensor([word_ids[i] for i in text], dtype=torch.long, device=vectors.device)  # each one's word
+    count = torch.bincount(words, minlength=n_words)  # [words]
+    if (count[:n_words] == 0).any():
+        missing = int((count[:n_words] == 0).nonzero()[0])
         raise BertkitError(f"word {missing} has no word piece (truncated or empty); cannot pool it")
-    return out / count.view(-1, *[1] * (vectors.dim() - 1)) if mode == "mean" else out
+    if mode == "mean":  # the pieces of each word summed in order, over their count
+        out = vectors.new_zeros((n_words, *vectors.shape[1:])).index_add_(0, words, vectors[pieces])  # [words, ...]
+        return out / count.to(vectors.dtype).view(-1, *[1] * (vectors.dim() - 1))
+    # first: the first piece of each word; last: its last one
+    reduce, start = ("amin", len(word_ids)) if mode == "first" else ("amax", -1)
+    chosen = torch.full((n_words,), start, dtype=torch.long, device=vectors.device)
+    chosen.scatter_reduce_(0, words, pieces, reduce)  # [words]: each one's first (last) piece
+    return vectors[chosen]  # [words, ...]
