@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -199,7 +199,10 @@ class Task:
 
     @classmethod
     def prepare_options(cls, options, train: datasets.Dataset, label_names: list[str], log=print):
-        """The options a run records once its training data is known (e.g. class weights 'balanced' → numbers)."""
+        """The options a run records once its training data is known: the label names the data has, where the
+        options name labels and none were given; a task adds its own (class weights 'balanced' → numbers)."""
+        if getattr(options, "label_names", None) == [] and label_names:
+            return replace(options, label_names=list(label_names))
         return options
 
     # --- features and training --------------------------------------------------------------------------------

@@ -249,6 +249,7 @@ class SequenceClassification(Task):
     @classmethod
     def prepare_options(cls, options, train, label_names, log=print):
         """Class weights 'balanced' become numbers computed from the training labels (recorded in config.yaml)."""
+        options = super().prepare_options(options, train, label_names, log)
         if options.class_weights is None:
             return options
         weights = resolve_class_weights(options.class_weights, train["label"], label_names, options.problem_type)

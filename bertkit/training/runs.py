@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from ..errors import BertkitError
@@ -81,8 +80,6 @@ def load_checked(task, cfg, log=print):
     train, evals, label_names = task.load_data(cfg)
     test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
     options = task.prepare_options(cfg.task_options, train, label_names, log)
-    if getattr(options, "label_names", None) == [] and label_names:  # the labels the data has, recorded once
-        options = replace(options, label_names=list(label_names))
     return options, (train, evals, test, label_names)
 
 
