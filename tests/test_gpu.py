@@ -22,14 +22,15 @@ def tiny_classifier(tiny_bert, dropout: float):
     return model
 
 
-def loss_increments(tiny_bert, dropout: float, calls: int = 6) -> list[float]:
-    """The loss each call of a GraphedStep's backward adds, on one fixed batch (the later calls are replays)."""
+def loss_increments(tiny_bert, dropout: float, accumulation: int, calls: int = 6) -> list[float]:
+    """The loss each call of a GraphedStep's backward adds, on one fixed batch (the later calls are replays; with no
+    accumulation each is a whole step, at a learning rate of 0 so that the weights stay)."""
     from bertkit.tasks.base import Task
     from bertkit.training.graphed import WARMUP, GraphedStep
 
     model = tiny_classifier(tiny_bert, dropout)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    accelerator = SimpleNamespace(device=torch.device("cuda"), gradient_accumulation_steps=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, fused=True)
+    accelerator = SimpleNamespace(device=torch.device("cuda"), gradient_accumulation_steps=accumulation)
     task = SimpleNamespace(compute_loss=Task.compute_loss.__get__(SimpleNamespace()))
     step = GraphedStep(accelerator, model, optimizer, task, 1.0, batch_size=4, log=print)
     ids = torch.randint(1000, 2000, (4, 16), device="cuda")
@@ -39,18 +40,24 @@ def loss_increments(tiny_bert, dropout: float, calls: int = 6) -> list[float]:
         before = step.loss_sum.item()
         step.backward(batch)
         seen.append(step.loss_sum.item() - before)
+        if accumulation == 1:
+            assert step.update() and not step.updated  # the whole step's graph has updated already
     assert step.failed is None and step.graphs and step.replays == calls - WARMUP
+    assert step.whole == (accumulation == 1) and step.update_graph is None
     return seen[WARMUP:]
 
 
-def test_replays_draw_new_dropout_masks(tiny_bert):
-    with_dropout = loss_increments(tiny_bert, 0.3)
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_replays_draw_new_dropout_masks(tiny_bert, accumulation):
+    with_dropout = loss_increments(tiny_bert, 0.3, accumulation)
     assert len(set(with_dropout)) == len(with_dropout)  # a new mask at every replay
-    without = loss_increments(tiny_bert, 0.0)
+    without = loss_increments(tiny_bert, 0.0, accumulation)
     assert max(without) - min(without) < 1e-6  # the same batch, no dropout: the same loss
 
 
-def test_a_graphed_run_trains_like_the_static_step(tiny_bert, sst2_dir, tmp_path):
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_dir, tmp_path):
+    """Whole-step graphs (no accumulation) or forward-and-backward graphs beside an update graph (accumulation)."""
     from safetensors.torch import load_file
 
     from .conftest import fit, small_config
@@ -58,13 +65,16 @@ def test_a_graphed_run_trains_like_the_static_step(tiny_bert, sst2_dir, tmp_path
     runs = {}
     for kind in ("static", "graphed"):
         runs[kind] = tmp_path / kind
-        _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, batch_size=24, max_steps=30,
-                                                dropout=0.0, attention_dropout=0.0, eval_every="100"))
+        _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, batch_size=24 // grad_accum,
+                                                grad_accum=grad_accum, max_steps=30, dropout=0.0,
+                                                attention_dropout=0.0, eval_every="100"))
         step = result["train"]["step"]
         assert step["kind"] == kind
-    assert step["capture_failed"] is None and step["graphs"] >= 2 and step["replays"] > 30
+    assert step["capture_failed"] is None and step["graphs"] >= 2 and step["replays"] > 15  # a replay a full step
     seen = [json.loads((runs[k] / "metrics.json").read_text())["train"]["examples_seen"] for k in runs]
-    assert seen == [2 * 256 + 8 * 24] * 2  # 11 steps an epoch (the 11th of 16 examples, eager in the graphed run)
+    if grad_accum == 1:
+        assert seen == [2 * 256 + 8 * 24] * 2  # 11 steps an epoch (the 11th of 16 examples, eager when graphed)
+    assert seen[0] == seen[1]
     a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
     for k in a:  # the same arithmetic; kernels may differ in rounding between a captured and an eager launch
         assert torch.allclose(a[k], b[k], atol=1e-4), k

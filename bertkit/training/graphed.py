@@ -1,16 +1,18 @@
-"""`StaticStep` captured in CUDA graphs and replayed: one graph of forward + backward per batch shape (the length
-buckets keep them few), one of clipping + AdamW. A replay launches all the kernels of a step at once, where eager
-PyTorch spends Python time on each one: for a BERT-sized step far longer than the GPU spends on the work (the
-measured starting line: docs/speed.md, "On one GPU").
+"""`StaticStep` captured in CUDA graphs and replayed: one graph per batch shape (the length buckets keep them few)
+holding the whole step (forward, backward, clipping, AdamW) when every batch is an optimiser step; under gradient
+accumulation, one graph of forward + backward per shape and one of clipping + AdamW. A replay launches all the
+kernels of a step at once, where eager PyTorch spends Python time on each one: for a BERT-sized step far longer than
+the GPU spends on the work (docs/speed.md, "On one GPU").
 
 How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a side stream (cuBLAS workspaces, lazy
 optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
-replayed with its batch copied into the graph's static input buffers. What a graph keeps between replays lives
-outside the pool: gradients (zeroed in place), AdamW's state and its tensor learning rates (the schedule fills them
-between replays), the summed loss and gradient norms. Dropout draws from the CUDA generator, which PyTorch advances
-at every replay (tests/gpu check that two replays draw different masks). A batch of another size (an epoch's last,
-short one) runs the same step eagerly. If a capture fails (a model that reads a value on the host), the run goes on
-eagerly with the same step and says why once.
+replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that
+pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros. What a graph keeps
+between replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor
+learning rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from
+the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different
+masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a capture fails (a model
+that reads a value on the host), the run goes on eagerly with the same step and says why once.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class GraphedStep(StaticStep):
         for group in self.optimizer.param_groups:
             group["capturable"] = True  # AdamW refuses capture otherwise; its step counters are device tensors
         self.batch_size, self.log = batch_size, log
+        self.whole = self.accumulation == 1  # one graph a shape holds the update too
+        self.keep_gradients = not self.whole
+        self.updated = False  # the last backward's graph (or its warm-up) has made the update already
         self.capture = GraphCapture()  # the CUDA-specific piece, shared with graphed inference
         self.seen: Counter = Counter()  # eager runs per shape (and of the update) so far
         self.graphs: dict = {}  # signature → (replay, static inputs)
@@ -38,15 +43,24 @@ class GraphedStep(StaticStep):
         self.failed: str | None = None  # why capturing stopped; the step then runs eagerly
         self.replays = 0
 
+    def _work(self, inputs: dict) -> None:
+        """What one shape's graph holds: the static step's backward, and its update when there is no accumulation."""
+        StaticStep.backward(self, inputs)
+        if self.whole:
+            StaticStep.update(self)
+
     def backward(self, batch: dict) -> None:
+        self.updated = False
         if self.failed or len(batch["input_ids"]) != self.batch_size:  # an epoch's last, short batch
             return super().backward(batch)
         key = signature(batch)
         if key not in self.graphs:
             self.seen[key] += 1
             if self.seen[key] <= WARMUP:
-                return self.capture.run(super().backward, batch)
-            captured = self._capture(lambda inputs: StaticStep.backward(self, inputs), batch)
+                self.capture.run(self._work, batch)
+                self.updated = self.whole
+                return
+            captured = self._capture(self._work, batch)
             if captured is None:
                 return super().backward(batch)
             self.graphs[key] = captured
@@ -55,9 +69,13 @@ class GraphedStep(StaticStep):
             inputs[k].copy_(v, non_blocking=True)
         replay()
         self.replays += 1
+        self.updated = self.whole
 
     def update(self) -> bool:
-        if self.failed:
+        if self.updated:  # done by the step's graph
+            self.updated = False
+            return True
+        if self.failed or self.whole:  # (whole: a short batch's update, eagerly: its gradients are new tensors)
             return super().update()
         if self.update_graph is None:
             self.seen["update"] += 1

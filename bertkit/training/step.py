@@ -119,9 +119,11 @@ class EagerStep:
 class StaticStep(EagerStep):
     """The eager step's arithmetic with nothing a CUDA graph cannot hold (module docstring): the loss divided by the
     accumulation count as accelerate does, torch's `clip_grad_norm_` (what accelerate calls on one process), the
-    torch optimizer itself with tensor learning rates, gradients zeroed in place."""
+    torch optimizer itself with tensor learning rates, gradients zeroed in place (or dropped, as the eager step does,
+    where one graph holds the whole step: `keep_gradients`)."""
 
     kind = "static"
+    keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
 
     def __init__(self, accelerator, model, optimizer, task, max_grad_norm: float):
         super().__init__(accelerator, model, optimizer, task, max_grad_norm)
@@ -138,7 +140,7 @@ class StaticStep(EagerStep):
         norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
         self._count(norm)
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)  # the same gradient tensors next time
+        self.optimizer.zero_grad(set_to_none=not self.keep_gradients)
         return True
 
 
