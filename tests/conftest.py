@@ -602,8 +602,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def python_path(*first) -> str:
+    """A child's PYTHONPATH: `first`, then this process's own (a machine may bring packages through it)."""
+    return os.pathsep.join([*map(str, first), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def bertkit_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**os.environ, "PYTHONPATH": python_path(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def _log_tail(log) -> str:

@@ -264,6 +264,7 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
 
 
 # --- predict, serve and export on one input -----------------------------------------------------------------------
+@pytest.mark.usefixtures("cpu_only")  # the three front-ends on one device (a GPU's own answers: tests/test_gpu.py)
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_predict_serve_and_export_answer_alike(task_run, tmp_path_factory, tiny_bert, tmp_path):
     pytest.importorskip("onnxruntime")

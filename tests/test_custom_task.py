@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO, tiny_run, tiny_run_data
+from .conftest import REPO, python_path, tiny_run, tiny_run_data
 
 
 def install_plugin(site, name: str, entry: str) -> None:
@@ -28,8 +28,8 @@ def install_plugin(site, name: str, entry: str) -> None:
 def plugin_env(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     install_plugin(site, "cloze_plugin", "cloze = custom_task:Cloze")
-    path = os.pathsep.join([str(site), str(REPO / "examples"), str(REPO)])
-    return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**os.environ, "PYTHONPATH": python_path(site, REPO / "examples", REPO), "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1"}
 
 
 def bertkit(args, env, **kw):
@@ -82,7 +82,7 @@ def test_evaluate_and_predict_find_the_plugin(cloze_run, plugin_env):
 def test_a_broken_plugin_names_itself_and_the_built_in_tasks_still_work(tmp_path):
     site = tmp_path / "site"
     install_plugin(site, "broken_plugin", "broken = no_such_module_here:Task")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": python_path(site, REPO)}
     code = ("from bertkit.tasks import get_task, task_names\n"
             "print(task_names())\n"
             "get_task('broken')\n")

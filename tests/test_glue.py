@@ -12,7 +12,7 @@ import pytest
 
 from bertkit.cli import main
 
-from .conftest import REPO, TINY, sentence, write_sst2, write_sts
+from .conftest import REPO, TINY, python_path, sentence, write_sst2, write_sts
 
 FAST = [*TINY, "--epochs", "1", "--warmup-ratio", "0.1"]
 
@@ -76,7 +76,7 @@ def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
 
 def test_glue_resumes_task_by_task(tiny_bert, tmp_path):
     """Killed during STS-B, after CoLA finished: --resume leaves CoLA as it is, continues STS-B from its checkpoint."""
-    env = {**os.environ, "BERTKIT_DATA_DIR": str(write_glue(tmp_path / "data")), "PYTHONPATH": str(REPO),
+    env = {**os.environ, "BERTKIT_DATA_DIR": str(write_glue(tmp_path / "data")), "PYTHONPATH": python_path(REPO),
            "TOKENIZERS_PARALLELISM": "false"}
     out = tmp_path / "glue"
     # CoLA: 64 / 16 = 4 steps; STS-B: 128 / 16 = 8 steps, checkpoints every 2, killed after step 6 (before its save)
