@@ -11,6 +11,10 @@ Runs `bertkit finetune sst2` in this process for --warm + --steps steps (batch 3
             of each batch shape and for the update (clip + AdamW), with nothing on the host between replays
 A step whose replays take about the loop's time is bound by the device (fewer or fused kernels, less memory
 traffic help); one whose loop takes much longer is bound by the host. The report goes to stdout and --out.
+
+--split-graphs takes, with no accumulation, the graphs an accumulating run takes (forward + backward per shape, and
+one update graph) instead of one whole-step graph per shape; --no-profile times the loop alone. Alternated in one
+invocation (benchmarks/gpu_session.sh, step `ab`), they are the A/B of the whole-step graph.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ def replay_times(step, n: int) -> dict:
     extra updates, after the measured run)."""
     out = {}
     shapes = [next(shape for name, shape, _ in key if name == "input_ids") for key in step.graphs]  # signatures
-    graphs = [(f"forward+backward {'x'.join(map(str, shape))}", replay)
+    held = "forward, backward, clip, AdamW" if step.whole else "forward+backward"
+    graphs = [(f"{held} {'x'.join(map(str, shape))}", replay)
               for shape, (replay, _) in zip(shapes, step.graphs.values(), strict=True)]
     graphs += [("update (clip, AdamW, zero)", step.update_graph)] if step.update_graph else []
     for name, replay in graphs:
@@ -67,7 +72,16 @@ def replay_times(step, n: int) -> dict:
 
 def main(a) -> int:
     from bertkit.cli import main as cli
-    from bertkit.training import loop
+    from bertkit.training import graphed, loop
+
+    if a.split_graphs:
+        graphed_init = graphed.GraphedStep.__init__
+
+        def split(self, *args, **kw):
+            graphed_init(self, *args, **kw)
+            self.whole, self.keep_gradients = False, True
+
+        graphed.GraphedStep.__init__ = split
 
     report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
     window = {"start": a.warm, "end": a.warm + a.steps}
@@ -78,12 +92,14 @@ def main(a) -> int:
         step = state["global_step"]
         if step == window["start"]:
             sync()
-            profiler.__enter__()
+            if not a.no_profile:
+                profiler.__enter__()
             window["t"] = time.perf_counter()
         elif step == window["end"]:
             sync()
             report["loop_ms_per_step"] = (time.perf_counter() - window["t"]) / a.steps * 1e3
-            profiler.__exit__(None, None, None)
+            if not a.no_profile:
+                profiler.__exit__(None, None, None)
             report["step"] = {"kind": trainer.step.kind, "buckets": list(trainer.step_plan.buckets)}
             if hasattr(trainer.step, "graphs"):
                 report["replay_ms"] = replay_times(trainer.step, a.replays)
@@ -104,6 +120,10 @@ def main(a) -> int:
     if cli(args) != 0 or "loop_ms_per_step" not in report:
         print("the run failed or ended before the profiled steps")
         return 1
+    if a.no_profile:
+        print(f"loop: {report['loop_ms_per_step']:.2f} ms/step over {a.steps} steps; step {report['step']}; "
+              f"{'split' if a.split_graphs else 'whole-step'} graphs; {a.model}")
+        return 0
     events = profiler.key_averages()
     kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
     report["device_ms_per_step"] = sum(device_us(e) for e in kernels) / 1e3 / a.steps
@@ -133,6 +153,8 @@ if __name__ == "__main__":
     p.add_argument("--replays", type=int, default=50, help="replays of each graph, timed alone")
     p.add_argument("--top", type=int, default=15, help="rows of each top list")
     p.add_argument("--quick", action="store_true", help="CPU rehearsal: a few steps on few examples")
+    p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
+    p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "profile"))
     a = p.parse_args()
     if a.quick:
