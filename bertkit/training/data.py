@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..batching import sorted_batches, train_batches
 from ..buckets import bucket_for, pad_to_length
+from .resident import Resident, ResidentRows, resident_collate, same_batches
 
 INDEX = "_index"  # batch key of the rows' positions in the features (evaluation only)
 
@@ -116,15 +117,40 @@ def loader_options(device: torch.device) -> dict:
     return {**options, "num_workers": 2, "pin_memory": True}
 
 
-def train_loader(features, adapter, batch_size: int, seed: int, group_by_length: bool,
-                 device: torch.device, buckets=(), lengths=None) -> tuple[DataLoader, GroupedBatches]:
-    """The training DataLoader (to be prepared by accelerate) and its batch order (to `set_epoch` on); batches padded
-    up to `buckets` where given. `lengths`: the features' lengths as a list, where the caller has them."""
-    order = GroupedBatches(lengths if lengths is not None else features["length"][:], batch_size, seed,
-                           group_by_length)
-    loader = DataLoader(Rows(features), batch_sampler=order, collate_fn=Collate(adapter, buckets),
-                        **loader_options(device))
-    return loader, order
+def train_loader(features, adapter, batch_size: int, seed: int, group_by_length: bool, device: torch.device,
+                 buckets=(), lengths=None, multiple: int | None = None, device_data: str = "off",
+                 processes: int = 1) -> tuple[DataLoader, GroupedBatches, Resident]:
+    """The training DataLoader (to be prepared by accelerate), its batch order (to `set_epoch` on) and where its
+    batches come from; batches padded up to `buckets` where given. `device_data` (auto, on, off): batches gathered
+    from the training set collated once onto `device` (`resident.py`; auto: on one CUDA device) instead of collated
+    per batch (on a GPU by worker processes)."""
+    lengths = lengths if lengths is not None else features["length"][:]
+    order = GroupedBatches(lengths, batch_size, seed, group_by_length)
+    collate = Collate(adapter, buckets)
+    resident = _resident(features, adapter, lengths, multiple, buckets, device, device_data, processes, order, collate)
+    if resident.used:
+        loader = DataLoader(ResidentRows(len(features)), batch_sampler=order, collate_fn=resident.gather,
+                            generator=torch.Generator().manual_seed(0))
+    else:
+        loader = DataLoader(Rows(features), batch_sampler=order, collate_fn=collate, **loader_options(device))
+    return loader, order, resident
+
+
+def _resident(features, adapter, lengths, multiple, buckets, device, mode: str, processes: int, order, collate):
+    if mode == "off":
+        return Resident(False, "--device-data off")
+    if mode == "auto" and device.type != "cuda":
+        return Resident(False, f"no CUDA device ({device.type})")
+    if processes > 1:
+        return Resident(False, f"{processes} processes")
+    gather, size = resident_collate(features, adapter, lengths, multiple, buckets, device)
+    if gather is None:
+        return Resident(False, size)
+    order.set_epoch(0)
+    differs = same_batches(gather, collate, features, list(order))
+    if differs:
+        return Resident(False, f"its batches are not the collate's: {differs}")
+    return Resident(True, f"--device-data {mode}", size, gather)
 
 
 def eval_loader(features, adapter, batch_size: int, device: torch.device, buckets=()) -> DataLoader:

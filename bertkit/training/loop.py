@@ -153,8 +153,9 @@ class Trainer:
         lengths = features["length"][:]  # a list: a datasets column reads one row at a time
         first = train_batches(lengths, cfg.batch_size, cfg.seed, 0, cfg.compute.group_by_length)
         self.step_plan = plan_step(cfg, acc, self.precision, lengths, first, multiple)
-        loader, self._order = train_loader(features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length,
-                                           acc.device, self.step_plan.buckets, lengths)
+        loader, self._order, self.resident = train_loader(
+            features, self.task, cfg.batch_size, cfg.seed, cfg.compute.group_by_length, acc.device,
+            self.step_plan.buckets, lengths, multiple, cfg.compute.device_data, acc.num_processes)
         batches_per_epoch = len(self._order) // acc.num_processes  # per process
         if batches_per_epoch == 0:
             raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
@@ -170,7 +171,7 @@ class Trainer:
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
                          f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
-                         f"({self.precision_choice.reason}); {self.step_plan.describe()}"
+                         f"({self.precision_choice.reason}); {self.step_plan.describe()}; {self.resident.describe()}"
                          + (f"; model changes: {', '.join(applied)}" if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 with heap_released(self._applied):
@@ -353,7 +354,8 @@ class Trainer:
                             "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed,
                             "step": {"kind": self.step_plan.kind, "reason": self.step_plan.reason,
-                                     "buckets": list(self.step_plan.buckets), **self.step.summary()}}}
+                                     "buckets": list(self.step_plan.buckets), **self.step.summary(),
+                                     "device_data": self.resident.describe()}}}
         if acc.is_main_process:
             main_split = next(iter(eval_sets))
             for name, preds in predictions.items():
