@@ -13,8 +13,9 @@ A step whose replays take about the loop's time is bound by the device (fewer or
 traffic help); one whose loop takes much longer is bound by the host. The report goes to stdout and --out.
 
 --split-graphs takes, with no accumulation, the graphs an accumulating run takes (forward + backward per shape, and
-one update graph) instead of one whole-step graph per shape; --no-profile times the loop alone. Alternated in one
-invocation (benchmarks/gpu_session.sh, step `ab`), they are the A/B of the whole-step graph.
+one update graph) instead of one whole-step graph per shape; --no-profile times the loop alone; --finetune-args adds
+flags (e.g. '--device-data on'). Alternated in one invocation (benchmarks/gpu_session.sh, step `ab`), they are the
+A/Bs of the whole-step graph and of data resident on the device.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -115,6 +117,7 @@ def main(a) -> int:
     args = ["finetune", "sst2", "--model", a.model, "--train-step", a.train_step, "--batch-size", "32",
             "--max-steps", str(a.warm + a.steps), "--eval-every", "100000", "--save-every", "0", "--seed", "42",
             "--max-eval-samples", "64", "--output-dir", out, *(["--precision", "bf16"] if CUDA else [])]
+    args += shlex.split(a.finetune_args)
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
     if cli(args) != 0 or "loop_ms_per_step" not in report:
@@ -122,7 +125,7 @@ def main(a) -> int:
         return 1
     if a.no_profile:
         print(f"loop: {report['loop_ms_per_step']:.2f} ms/step over {a.steps} steps; step {report['step']}; "
-              f"{'split' if a.split_graphs else 'whole-step'} graphs; {a.model}")
+              f"{'split' if a.split_graphs else 'whole-step'} graphs; {a.model} {a.finetune_args}")
         return 0
     events = profiler.key_averages()
     kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
@@ -155,6 +158,7 @@ if __name__ == "__main__":
     p.add_argument("--quick", action="store_true", help="CPU rehearsal: a few steps on few examples")
     p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
+    p.add_argument("--finetune-args", default="", help="more `bertkit finetune` flags, e.g. '--device-data on'")
     p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "profile"))
     a = p.parse_args()
     if a.quick:

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests ab these" THESE="..." bash benchmarks/gpu_session.sh    (timeout_s 420)
+#   STEPS="tests ab these" THESE="..." bash benchmarks/gpu_session.sh    (timeout_s 480)
 #   STEPS="bench" bash benchmarks/gpu_session.sh                         (timeout_s 360)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~30 s
 #   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
-#   ab       the whole-step graph against split graphs, alternated twice (bert-base, loop ms/step)  ~4 × 35 s
+#   ab       alternated twice, loop ms/step: whole-step against split graphs (bert-base), training data
+#            on the device against worker processes (MiniLM, graphed)                               ~8 × 30 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -26,9 +27,12 @@ for s in $STEPS; do
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$OUT/profile-$n/profile.txt" 2>/dev/null || tail -5 "$OUT/profile-$n.log"; done;;
-    ab) for i in 1 2; do for side in "" --split-graphs; do say "ab $i ${side:-whole}"
+    ab) for i in 1 2; do for side in "" --split-graphs; do say "ab $i bert-base ${side:-whole}"
           timeout 90 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 600 --no-profile $side \
-            2>>"$OUT/ab.log" | tail -1; done; done;;
+            2>>"$OUT/ab.log" | tail -1; done
+        for data in on off; do say "ab $i minilm --device-data $data"
+          timeout 90 python3 benchmarks/gpu_profile.py --model minilm-l6 --warm 300 --steps 900 --no-profile \
+            --finetune-args "--device-data $data" 2>>"$OUT/ab.log" | tail -1; done; done;;
     these) say "these: $THESE"; OMP_NUM_THREADS=2 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 \
              --timeout 200 --tb=short -rfE \
              $THESE >"$OUT/these.log" 2>&1; echo "rc=$?"; grep -E "^(E |FAILED|ERROR)|passed|failed" "$OUT/these.log" \
