@@ -173,6 +173,7 @@ def test_model_changes_are_undone_exactly_also_when_training_raises(tiny_bert):
     assert after[5].keys() == before[5].keys() and all(torch.equal(after[5][k], before[5][k]) for k in before[5])
 
 
+@pytest.mark.usefixtures("cpu_only")  # its second half makes a CPU Accelerator, which a process on a GPU refuses
 def test_a_mixed_precision_run_gives_the_model_its_own_forward_back(tiny_bert, sst2_dir, tmp_path):
     """accelerate sets an autocast wrapper as the prepared model's `forward` (bf16); the trainer takes it off with
     `restore_forward`, not with accelerate's `unwrap_model(keep_fp32_wrapper=False)`, which unwraps through
