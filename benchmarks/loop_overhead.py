@@ -2,6 +2,7 @@
 
     python benchmarks/loop_overhead.py workers     # batches collated by two worker processes (as on a GPU)
     python benchmarks/loop_overhead.py inline      # collated in the training process (as on a CPU)
+    python benchmarks/loop_overhead.py resident    # gathered from the training set collated once (--device-data on)
 
 `bertkit finetune sst2 --model minilm-l6` (real SST-2, batch 32, 8 length buckets) for --steps steps with a step
 whose backward and update do nothing, so its training seconds are what the loop costs around a step. On a GPU a
@@ -51,7 +52,7 @@ def main(a) -> None:
     out = Path(tempfile.mkdtemp("-loop")) / "run"
     assert cli(["finetune", "sst2", "--model", "minilm-l6", "--max-steps", str(a.steps), "--eval-every", "100000",
                 "--save-every", "0", "--max-eval-samples", "32", "--length-buckets", "8", "--output-dir", str(out),
-                "--data-dir", a.data_dir]) == 0
+                "--data-dir", a.data_dir, "--device-data", "on" if a.mode == "resident" else "off"]) == 0
     train = json.loads((out / "metrics.json").read_text())["train"]
     print(f"RESULT {a.mode}: {train['steps']} steps in {train['train_seconds']} s, "
           f"{1e3 * train['train_seconds'] / train['steps']:.2f} ms a step")
@@ -59,7 +60,7 @@ def main(a) -> None:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=["workers", "inline"])
+    p.add_argument("mode", choices=["workers", "inline", "resident"])
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "sst2"))
     main(p.parse_args())
