@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests ab these" THESE="..." bash benchmarks/gpu_session.sh    (timeout_s 480)
-#   STEPS="bench" bash benchmarks/gpu_session.sh                         (timeout_s 360)
+#   STEPS="tests ab suite" bash benchmarks/gpu_session.sh     (timeout_s 500; about 7 minutes)
+#   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 340; about 5 minutes)
+# (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~30 s
