@@ -388,7 +388,7 @@ if __name__ == "__main__":
     p.add_argument("--only", default=",".join(ROWS), help=f"rows, by name or number ({','.join(ROWS)})")
     p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "gpu-bench"))
     p.add_argument("--bert-base", default=os.environ.get("BB"), help="random bert-base folder (default $BB)")
-    p.add_argument("--trainer-steps", type=int, default=300, help="steps of rows 3 and 4 (default 300)")
+    p.add_argument("--trainer-steps", type=int, default=200, help="steps of rows 3 and 4 (default 200)")
     p.add_argument("--budget", type=float, default=280, help="seconds for all rows together (default 280)")
     p.add_argument("--worker", choices=["matmul", "bare", "trainer", "infer"], help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
