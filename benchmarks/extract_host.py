@@ -3,8 +3,8 @@ output's shape (tokenising, batching, combining layers, pooling pieces to words,
 
     python benchmarks/extract_host.py 5000 mean        # SST-2's first 5,000 training sentences, MiniLM, last4 concat
 
-On a GPU the model forward of 20,000 sentences took 0.37 s and the whole call 8.83 s (docs/speed.md): the host's
-part is what bounds `extract` there.
+On a GPU the host's part is what bounds `extract` (the model forward is a small share of the call: docs/speed.md,
+"On one GPU").
 """
 
 import csv
