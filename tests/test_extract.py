@@ -136,3 +136,20 @@ def test_pool_pieces_by_hand():
     assert pool_pieces(vectors, ids, 2, "mean").tolist() == [[2, 3], [6, 7]]
     with pytest.raises(BertkitError, match="word 1 has no word piece"):
         pool_pieces(vectors, [None, 0, 2, 2, 2, None], 3, "mean")
+
+
+def test_a_batch_pools_as_its_sentences_one_by_one():
+    from bertkit.extract.layers import WordError, pool_pieces, pool_words
+
+    torch.manual_seed(0)
+    vectors = torch.randn(3, 7, 2, 4)  # [batch, pieces, layers, dim]: 6, 7 and 4 pieces, then padding
+    ids = [[None, 0, 1, 1, 2, None], [None, 0, 0, 1, 2, 3, None], [None, 0, 1, None]]
+    words = [3, 4, 2]
+    for mode in ("first", "last", "mean"):
+        batch = pool_words(vectors, ids, words, mode)
+        for j in range(3):
+            alone = pool_pieces(vectors[j, :len(ids[j])], ids[j], words[j], mode)
+            assert batch[j].shape == (words[j], 2, 4) and torch.allclose(batch[j], alone, atol=1e-6), (mode, j)
+    with pytest.raises(WordError, match="word 1 has no word piece") as e:
+        pool_words(vectors, [ids[0], [None, 0, 0, 2, 2, 3, None], ids[2]], words, "mean")
+    assert e.value.sentence == 1

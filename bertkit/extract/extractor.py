@@ -24,7 +24,7 @@ from ..families import words_tokenizer
 from ..graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
 from ..models import load_pretrained, load_tokenizer
 from ..precast import precast
-from .layers import COMBINE, POOL, combine_layers, parse_layers, pool_pieces
+from .layers import COMBINE, POOL, WORD_POOLS, WordError, combine_layers, parse_layers, pool_pieces, pool_words
 
 
 class SentenceError(BertkitError):
@@ -126,11 +126,21 @@ class FeatureExtractor:
             if gpu:
                 chosen = chosen[:, :len(idx)].cpu()  # one copy a batch, not one a sentence
             combined = combine_layers(chosen, self.combine)  # [batch, pieces, (layers,) dim]
+            if self.pool in WORD_POOLS:  # the whole batch at once, one array cast, a view a sentence
+                try:
+                    pooled = pool_words(combined, [enc.word_ids(i) for i in idx],
+                                        [len(sentences[i]) for i in idx], self.pool)
+                except WordError as e:  # e.g. a word of characters the tokenizer drops
+                    raise SentenceError(idx[e.sentence], str(e)) from None
+                arrays = torch.cat(pooled).numpy().astype(dtype, copy=False)  # [words of the batch, ...]
+                for i, part in zip(idx, np.split(arrays, np.cumsum([len(p) for p in pooled])[:-1]), strict=True):
+                    out[i] = part
+                continue
             for j, i in enumerate(idx):
                 vectors = combined[j, : lengths[i]]  # [pieces, (layers,) dim]
                 try:
                     pooled = pool_pieces(vectors, enc.word_ids(i), len(sentences[i]), self.pool)
-                except BertkitError as e:  # e.g. a word of characters the tokenizer drops
+                except BertkitError as e:
                     raise SentenceError(i, str(e)) from None
                 out[i] = pooled.cpu().numpy().astype(dtype, copy=False)
         return out

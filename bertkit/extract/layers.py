@@ -81,12 +81,17 @@ def combine_layers(hidden: torch.Tensor, mode: str) -> torch.Tensor:
     raise BertkitError(f"--combine {mode!r}: expected one of {', '.join(COMBINE)}")
 
 
+WORD_POOLS = ("first", "last", "mean")  # one row per input word
+
+
 def pool_pieces(vectors: torch.Tensor, word_ids: list[int | None], n_words: int, mode: str) -> torch.Tensor:
     """vectors: [pieces, ...] of one sentence (with [CLS]/[SEP]); word_ids[i]: the word of piece i or None.
 
     first/last/mean → [n_words, ...] (one row per input word); cls → [...] ([CLS] vector);
     sentence-mean → [...] (mean of the text's pieces, special tokens excluded); none → [text pieces, ...].
     """
+    if mode in WORD_POOLS:
+        return pool_words(vectors[None], [word_ids], [n_words], mode)[0]
     text = [i for i, w in enumerate(word_ids) if w is not None]
     if mode == "cls":
         return vectors[0]
@@ -94,19 +99,46 @@ def pool_pieces(vectors: torch.Tensor, word_ids: list[int | None], n_words: int,
         return vectors[text].mean(0)
     if mode == "none":
         return vectors[text]
-    if mode not in ("first", "last", "mean"):
-        raise BertkitError(f"--pool {mode!r}: expected one of {', '.join(POOL)}")
-    pieces = torch.tensor(text, dtype=torch.long, device=vectors.device)  # [text pieces]
-    words = torch.tensor([word_ids[i] for i in text], dtype=torch.long, device=vectors.device)  # each one's word
-    count = torch.bincount(words, minlength=n_words)  # [words]
-    if (count[:n_words] == 0).any():
-        missing = int((count[:n_words] == 0).nonzero()[0])
-        raise BertkitError(f"word {missing} has no word piece (truncated or empty); cannot pool it")
-    if mode == "mean":  # the pieces of each word summed in order, over their count
-        out = vectors.new_zeros((n_words, *vectors.shape[1:])).index_add_(0, words, vectors[pieces])  # [words, ...]
-        return out / count.to(vectors.dtype).view(-1, *[1] * (vectors.dim() - 1))
-    # first: the first piece of each word; last: its last one
-    reduce, start = ("amin", len(word_ids)) if mode == "first" else ("amax", -1)
-    chosen = torch.full((n_words,), start, dtype=torch.long, device=vectors.device)
-    chosen.scatter_reduce_(0, words, pieces, reduce)  # [words]: each one's first (last) piece
-    return vectors[chosen]  # [words, ...]
+    raise BertkitError(f"--pool {mode!r}: expected one of {', '.join(POOL)}")
+
+
+class WordError(BertkitError):
+    """A word without a piece; `sentence` is its sentence's position in the batch."""
+
+    def __init__(self, sentence: int, message: str):
+        self.sentence = sentence
+        super().__init__(message)
+
+
+def pool_words(vectors: torch.Tensor, word_ids: list[list[int | None]], n_words: list[int], mode: str
+               ) -> list[torch.Tensor]:
+    """vectors: [batch, pieces, ...] (each sentence's pieces from position 0, [CLS]/[SEP] included, then padding);
+    word_ids[j][i]: the word of sentence j's piece i or None. One [n_words[j], ...] tensor per sentence, pooled for
+    the whole batch at once (a few tensor operations, not a few a sentence): first / last piece of each word, or the
+    mean of its pieces summed in order. WordError names the first sentence with a word without a piece."""
+    if mode not in WORD_POOLS:
+        raise BertkitError(f"--pool {mode!r}: expected one of {', '.join(WORD_POOLS)}")
+    flat = vectors.reshape(-1, *vectors.shape[2:])  # [batch * pieces, ...]
+    width, rows, words, offset = vectors.shape[1], [], [], 0
+    for j, ids in enumerate(word_ids):
+        for i, w in enumerate(ids):
+            if w is not None:
+                rows.append(j * width + i)
+                words.append(offset + w)
+        offset += n_words[j]
+    rows_t = torch.tensor(rows, dtype=torch.long, device=vectors.device)  # [text pieces]: their place in `flat`
+    words_t = torch.tensor(words, dtype=torch.long, device=vectors.device)  # [text pieces]: their word, batch-wide
+    count = torch.bincount(words_t, minlength=offset)[:offset]  # [words]
+    if (count == 0).any():
+        missing = int((count == 0).nonzero()[0])
+        j = next(j for j in range(len(n_words)) if missing < sum(n_words[:j + 1]))
+        raise WordError(j, f"word {missing - sum(n_words[:j])} has no word piece (truncated or empty); cannot "
+                           "pool it")
+    if mode == "mean":
+        out = flat.new_zeros((offset, *flat.shape[1:])).index_add_(0, words_t, flat[rows_t])  # [words, ...]
+        out = out / count.to(flat.dtype).view(-1, *[1] * (flat.dim() - 1))
+    else:  # first: each word's first piece; last: its last one
+        reduce, start = ("amin", len(flat)) if mode == "first" else ("amax", -1)
+        chosen = torch.full((offset,), start, dtype=torch.long, device=vectors.device)
+        out = flat[chosen.scatter_reduce_(0, words_t, rows_t, reduce)]  # [words, ...]
+    return list(out.split(n_words))
