@@ -132,8 +132,9 @@ class FeatureExtractor:
                                         [len(sentences[i]) for i in idx], self.pool)
                 except WordError as e:  # e.g. a word of characters the tokenizer drops
                     raise SentenceError(idx[e.sentence], str(e)) from None
-                arrays = torch.cat(pooled).numpy().astype(dtype, copy=False)  # [words of the batch, ...]
-                for i, part in zip(idx, np.split(arrays, np.cumsum([len(p) for p in pooled])[:-1]), strict=True):
+                arrays = pooled.to(torch.from_numpy(np.zeros(0, dtype)).dtype).numpy()  # [words of the batch, ...]
+                ends = np.cumsum([len(sentences[i]) for i in idx])[:-1]
+                for i, part in zip(idx, np.split(arrays, ends), strict=True):
                     out[i] = part
                 continue
             for j, i in enumerate(idx):

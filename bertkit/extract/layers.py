@@ -91,7 +91,7 @@ def pool_pieces(vectors: torch.Tensor, word_ids: list[int | None], n_words: int,
     sentence-mean → [...] (mean of the text's pieces, special tokens excluded); none → [text pieces, ...].
     """
     if mode in WORD_POOLS:
-        return pool_words(vectors[None], [word_ids], [n_words], mode)[0]
+        return pool_words(vectors[None], [word_ids], [n_words], mode)
     text = [i for i, w in enumerate(word_ids) if w is not None]
     if mode == "cls":
         return vectors[0]
@@ -111,11 +111,12 @@ class WordError(BertkitError):
 
 
 def pool_words(vectors: torch.Tensor, word_ids: list[list[int | None]], n_words: list[int], mode: str
-               ) -> list[torch.Tensor]:
+               ) -> torch.Tensor:
     """vectors: [batch, pieces, ...] (each sentence's pieces from position 0, [CLS]/[SEP] included, then padding);
-    word_ids[j][i]: the word of sentence j's piece i or None. One [n_words[j], ...] tensor per sentence, pooled for
-    the whole batch at once (a few tensor operations, not a few a sentence): first / last piece of each word, or the
-    mean of its pieces summed in order. WordError names the first sentence with a word without a piece."""
+    word_ids[j][i]: the word of sentence j's piece i or None. → [sum(n_words), ...]: every sentence's words in
+    order (sentence j's from row sum(n_words[:j])), pooled for the whole batch at once (a few tensor operations,
+    not a few a sentence): the first / last piece of each word, or the mean of its pieces summed in order.
+    WordError names the first sentence with a word without a piece."""
     if mode not in WORD_POOLS:
         raise BertkitError(f"--pool {mode!r}: expected one of {', '.join(WORD_POOLS)}")
     flat = vectors.reshape(-1, *vectors.shape[2:])  # [batch * pieces, ...]
@@ -141,4 +142,4 @@ def pool_words(vectors: torch.Tensor, word_ids: list[list[int | None]], n_words:
         reduce, start = ("amin", len(flat)) if mode == "first" else ("amax", -1)
         chosen = torch.full((offset,), start, dtype=torch.long, device=vectors.device)
         out = flat[chosen.scatter_reduce_(0, words_t, rows_t, reduce)]  # [words, ...]
-    return list(out.split(n_words))
+    return out
