@@ -96,6 +96,8 @@ class GraphedStep(StaticStep):
         try:
             return self.capture(fn, inputs), inputs
         except Exception as e:  # noqa: BLE001 - any failure: the eager step is always right
+            if not self.keep_gradients:  # a backward captured before the failure left gradients no kernel filled
+                self.optimizer.zero_grad(set_to_none=True)
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here")
             return None
