@@ -83,6 +83,7 @@ def make_accelerator(config, output_dir, accelerator=None):
                            "kernel) to train in another one, or keep the same precision") from None
     return accelerator, choice
 
+
 def trained_config(config: RunConfig, task) -> RunConfig:
     """`config` with what the task is (its name, model, max length, options with the labels it has): the config a
     run folder records. A notebook's config may be for another task (the default one): its default metrics then
