@@ -13,9 +13,10 @@ A step whose replays take about the loop's time is bound by the device (fewer or
 traffic help); one whose loop takes much longer is bound by the host. The report goes to stdout and --out.
 
 --split-graphs takes, with no accumulation, the graphs an accumulating run takes (forward + backward per shape, and
-one update graph) instead of one whole-step graph per shape; --no-profile times the loop alone; --finetune-args adds
+one update graph) instead of one whole-step graph per shape; --no-fold-clip scales the gradients before AdamW (as
+the eager step does) instead of inside the fused AdamW; --no-profile times the loop alone; --finetune-args adds
 flags (e.g. '--device-data on'). Alternated in one invocation (benchmarks/gpu_session.sh, step `ab`), they are the
-A/Bs of the whole-step graph and of data resident on the device.
+A/Bs of the whole-step graph, of clipping inside AdamW and of data resident on the device.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def main(a) -> int:
             self.whole, self.keep_gradients = False, True
 
         graphed.GraphedStep.__init__ = split
+    if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
+        graphed.fold_clipping = lambda optimizer: False
 
     report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
     window = {"start": a.warm, "end": a.warm + a.steps}
@@ -125,7 +128,8 @@ def main(a) -> int:
         return 1
     if a.no_profile:
         print(f"loop: {report['loop_ms_per_step']:.2f} ms/step over {a.steps} steps; step {report['step']}; "
-              f"{'split' if a.split_graphs else 'whole-step'} graphs; {a.model} {a.finetune_args}")
+              f"{'split' if a.split_graphs else 'whole-step'} graphs; clipping "
+              f"{'first' if a.no_fold_clip else 'in AdamW'}; {a.model} {a.finetune_args}")
         return 0
     events = profiler.key_averages()
     kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
@@ -157,6 +161,7 @@ if __name__ == "__main__":
     p.add_argument("--top", type=int, default=15, help="rows of each top list")
     p.add_argument("--quick", action="store_true", help="CPU rehearsal: a few steps on few examples")
     p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
+    p.add_argument("--no-fold-clip", action="store_true", help="clip before AdamW, not inside it (an A/B's side)")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--finetune-args", default="", help="more `bertkit finetune` flags, e.g. '--device-data on'")
     p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "profile"))

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests ab suite" bash benchmarks/gpu_session.sh     (timeout_s 500; about 7 minutes)
+#   STEPS="tests ab" bash benchmarks/gpu_session.sh           (timeout_s 420; about 6 minutes)
 #   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 340; about 5 minutes)
+# and, with device time left, STEPS="suite" (timeout_s 220).
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~30 s
 #   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
-#   ab       alternated twice, loop ms/step: whole-step against split graphs (bert-base), training data
-#            on the device against worker processes (MiniLM, graphed)                               ~8 × 30 s
+#   ab       alternated twice, loop ms/step: whole-step against split graphs and against clipping before
+#            AdamW (bert-base), training data on the device against worker processes (MiniLM)        ~10 × 30 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -28,7 +29,7 @@ for s in $STEPS; do
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$OUT/profile-$n/profile.txt" 2>/dev/null || tail -5 "$OUT/profile-$n.log"; done;;
-    ab) for i in 1 2; do for side in "" --split-graphs; do say "ab $i bert-base ${side:-whole}"
+    ab) for i in 1 2; do for side in "" --split-graphs --no-fold-clip; do say "ab $i bert-base ${side:-whole}"
           timeout 90 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 600 --no-profile $side \
             2>>"$OUT/ab.log" | tail -1; done
         for data in on off; do say "ab $i minilm --device-data $data"

@@ -94,6 +94,32 @@ def test_the_static_step_trains_to_the_eager_steps_weights_bit_for_bit(grad_accu
     assert [r["lr"] for r in logs[0]] == [r["lr"] for r in logs[1]]
 
 
+@pytest.mark.usefixtures("cpu_only")
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_clipping_folded_into_the_fused_adamw_trains_as_clipping_first(grad_accum, monkeypatch, tiny_bert, sst2_dir,
+                                                                        tmp_path):
+    """What a CUDA graphed step does (`fold_clipping`), here on a CPU: the gradients divided by max(1, norm / max)
+    inside the fused AdamW give clipping's weights up to rounding, every step clipped, the same norms logged."""
+    from bertkit.training import step
+
+    assert step.fold_clipping(torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), fused=True))
+    assert not step.fold_clipping(torch.optim.AdamW(torch.nn.Linear(2, 2).parameters()))
+    results = {}  # kind → the fit's result
+    for kind in ("eager", "folded"):
+        if kind == "folded":
+            monkeypatch.setattr(step.StaticStep, "fold_clip", True)
+        _, results[kind] = fit(tiny_bert, small_config(
+            sst2_dir, tmp_path / kind, train_step="eager" if kind == "eager" else "static", grad_accum=grad_accum,
+            batch_size=16 // grad_accum, max_grad_norm=0.05, **TINY))
+    logs = {k: [json.loads(line) for line in (tmp_path / k / "train_log.jsonl").read_text().splitlines()]
+            for k in results}
+    assert sum(r["clipped_steps"] for r in logs["eager"]) == sum(r["clipped_steps"] for r in logs["folded"]) == 20
+    assert [r["grad_norm"] for r in logs["folded"]] == pytest.approx([r["grad_norm"] for r in logs["eager"]],
+                                                                     rel=1e-4)
+    wa, wb = weights(tmp_path / "eager"), weights(tmp_path / "folded")
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5
+
+
 class Interrupt(Exception):
     pass
 

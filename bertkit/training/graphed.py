@@ -7,7 +7,8 @@ the GPU spends on the work (docs/speed.md, "On one GPU").
 How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a side stream (cuBLAS workspaces, lazy
 optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
 replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that
-pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros. What a graph keeps
+pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros; the fused AdamW
+clips them as it reads them (`fold_clipping`: one pass over them fewer than scaling them first). What a graph keeps
 between replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor
 learning rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from
 the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..graphs import GraphCapture, signature
-from .step import StaticStep
+from .step import StaticStep, fold_clipping
 
 WARMUP = 2  # eager runs of a shape before it is captured
 
@@ -35,6 +36,7 @@ class GraphedStep(StaticStep):
         self.batch_size, self.log = batch_size, log
         self.whole = self.accumulation == 1  # one graph a shape holds the update too
         self.keep_gradients = not self.whole
+        self.fold_clip = accelerator.device.type == "cuda" and fold_clipping(self.optimizer)
         self.updated = False  # the last backward's graph (or its warm-up) has made the update already
         self.capture = GraphCapture()  # the CUDA-specific piece, shared with graphed inference
         self.seen: Counter = Counter()  # eager runs per shape (and of the update) so far

@@ -124,6 +124,7 @@ class StaticStep(EagerStep):
 
     kind = "static"
     keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
+    fold_clip = False  # clip inside the fused AdamW (`fold_clipping`) rather than scaling the gradients first
 
     def __init__(self, accelerator, model, optimizer, task, max_grad_norm: float):
         super().__init__(accelerator, model, optimizer, task, max_grad_norm)
@@ -137,11 +138,24 @@ class StaticStep(EagerStep):
         self.loss_sum += loss.detach()
 
     def update(self) -> bool:
-        norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
+        if self.fold_clip:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in self.trained if p.grad is not None])  # []
+            # clip_grad_norm_ multiplies each gradient by min(1, max / (norm + 1e-6)); the fused AdamW divides it by
+            # this instead, as it reads it: one pass over the gradients fewer (equal up to rounding)
+            self.optimizer.grad_scale = ((norm + 1e-6) / self.max_grad_norm).clamp(min=1.0)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
         self._count(norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.keep_gradients)
         return True
+
+
+def fold_clipping(optimizer) -> bool:
+    """Whether `optimizer` can clip as it steps: a fused torch AdamW divides every gradient by its `grad_scale` tensor
+    as it reads it (the hook `GradScaler` uses to unscale), and torch has `get_total_norm` (2.6+)."""
+    fused = isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW) and optimizer.defaults.get("fused")
+    return bool(fused) and hasattr(torch.nn.utils, "get_total_norm")
 
 
 def tensor_learning_rates(optimizer, device: torch.device) -> None:
