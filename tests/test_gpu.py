@@ -93,3 +93,17 @@ def test_graphed_inference_answers_as_eager(tiny_bert):
         assert eager["label"] == replayed["label"] and eager["score"] == pytest.approx(replayed["score"], abs=1e-5)
     forward = task.__dict__["_graphed_forwards"]["fp32"]
     assert isinstance(forward, GraphedForward) and forward.graphs and forward.failed is None
+
+
+@pytest.mark.parametrize("pool", ["mean", "cls"])  # pooled to words on the GPU; copied to the host first
+def test_features_on_the_gpu_are_the_cpus(pool, tiny_bert):
+    import numpy as np
+
+    from bertkit.extract.extractor import FeatureExtractor
+
+    sentences = [s.split() for s in ["a good film", "a dull and boring plot that never ends", "fine"] * 20]
+    cpu = FeatureExtractor(str(tiny_bert), layers="last2", pool=pool, precision="fp32", device="cpu")(sentences)
+    fx = FeatureExtractor(str(tiny_bert), layers="last2", pool=pool, precision="fp32", device="cuda")
+    for _ in range(3):  # eager, captured, replayed
+        for a, b in zip(cpu, fx(sentences), strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-4)

@@ -72,11 +72,12 @@ def test_predictions_on_the_gpu_path_are_the_plain_paths(tiny_bert, monkeypatch,
         assert forward.graphs and forward.failed is None
 
 
-def test_features_on_the_gpu_path_are_the_plain_paths(tiny_bert, request):
+@pytest.mark.parametrize("pool", ["mean", "first", "cls", "none"])  # pooled to words on the device, or not
+def test_features_on_the_gpu_path_are_the_plain_paths(pool, tiny_bert, request):
     from bertkit.extract.extractor import FeatureExtractor
 
     sentences = [t.split() for t in TEXTS]
-    fx = FeatureExtractor(str(tiny_bert), layers="last2", combine="concat", pool="mean", precision="fp32",
+    fx = FeatureExtractor(str(tiny_bert), layers="last2", combine="concat", pool=pool, precision="fp32",
                           batch_size=4, device="cpu")
     plain = fx(sentences)
     request.getfixturevalue("gpu_path")

@@ -116,23 +116,23 @@ class FeatureExtractor:
             if not sentences[i]:
                 raise SentenceError(i, "empty sentence")
         out: list = [None] * len(sentences)
-        gpu = on_gpu(self.device)  # by token budget over a few lengths (`bertkit.graphs`), pooled on the host
+        gpu = on_gpu(self.device)  # by token budget over a few lengths (`bertkit.graphs`)
         batches = budget_batches(lengths) if gpu else [(idx, 0, 0) for idx in sorted_batches(lengths, self.batch_size)]
         for idx, length, rows in batches:  # similar lengths together; order restored below
             batch = self.tokenizer.pad({"input_ids": [enc["input_ids"][i] for i in idx]}, return_tensors="pt")
             if gpu:
                 batch = bucket_batch(batch, length, rows, self.tokenizer.pad_token_id or 0)
             chosen = self.hidden_states(batch)  # [layers, batch, pieces, H]
-            if gpu:
-                chosen = chosen[:, :len(idx)].cpu()  # one copy a batch, not one a sentence
+            if gpu:  # the batch's own rows; pooled to words on the device, else copied here once a batch
+                chosen = chosen[:, :len(idx)] if self.pool in WORD_POOLS else chosen[:, :len(idx)].cpu()
             combined = combine_layers(chosen, self.combine)  # [batch, pieces, (layers,) dim]
-            if self.pool in WORD_POOLS:  # the whole batch at once, one array cast, a view a sentence
+            if self.pool in WORD_POOLS:  # the whole batch at once, one array cast and copy, a view a sentence
                 try:
                     pooled = pool_words(combined, [enc.word_ids(i) for i in idx],
                                         [len(sentences[i]) for i in idx], self.pool)
                 except WordError as e:  # e.g. a word of characters the tokenizer drops
                     raise SentenceError(idx[e.sentence], str(e)) from None
-                arrays = pooled.to(torch.from_numpy(np.zeros(0, dtype)).dtype).numpy()  # [words of the batch, ...]
+                arrays = pooled.to(torch.from_numpy(np.zeros(0, dtype)).dtype).cpu().numpy()  # [batch's words, ...]
                 ends = np.cumsum([len(sentences[i]) for i in idx])[:-1]
                 for i, part in zip(idx, np.split(arrays, ends), strict=True):
                     out[i] = part
