@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import bertkit
-    from bertkit.config import load_recipe
+    from bertkit.config_files import load_recipe
     from bertkit.inference import forward_all
     from bertkit.metrics import SQUAD_BUILTIN, resolve_metrics
     from bertkit.tasks import load_task

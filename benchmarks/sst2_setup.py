@@ -9,7 +9,7 @@ import time
 import torch
 
 import bertkit
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.device import autocast
 from bertkit.training.optim import build_optimizer
 

@@ -51,7 +51,7 @@ def run_bertkit(data_dir: str, eval_every: int, target: float, out: Path, extra:
     if proc.returncode != 0:
         raise SystemExit(f"bertkit failed:\n{proc.stderr.read()[-3000:]}")
     hit = next(((t, s, a) for t, s, a in timeline if a >= target), None)
-    from bertkit.config import load_run_config
+    from bertkit.config_files import load_run_config
 
     metrics = json.loads((out / "metrics.json").read_text())
     cfg = load_run_config(out / "config.yaml")  # the resolved settings the run used (recipe + flags)
@@ -65,7 +65,7 @@ def run_trainer(data_dir: str, steps: int, lr: float, batch_size: int) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
 
-    from bertkit.config import load_recipe
+    from bertkit.config_files import load_recipe
     from bertkit.models import load_tokenizer, resolve_model
     from bertkit.tasks import SequenceClassification
 

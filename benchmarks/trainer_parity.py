@@ -39,7 +39,7 @@ METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"]}
 
 
 def recipe(task: str, args):
-    from bertkit.config import load_recipe
+    from bertkit.config_files import load_recipe
 
     overrides = {"model": args.model, "data_dir": str(Path(args.data_dir) / task), "precision": args.precision}
     for name in ("max_train_samples", "max_eval_samples", "epochs", "group_by_length"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import load_run_config
+from .config_files import load_run_config
 from .plots import plt, save_figure
 from .tasks.registry import get_task
 from .utils import atomic_path

@@ -37,7 +37,7 @@ STUDY = "study.db"
 
 def search_space(recipe: str) -> dict:
     """The recipe's `search_space:` (checked), else the BERT paper's grid."""
-    from .config import read_yaml, recipe_path
+    from .config_files import read_yaml, recipe_path
 
     path = recipe_path(recipe)
     space = read_yaml(path).get("search_space") or BERT_GRID
@@ -72,7 +72,7 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
         import optuna
     except ImportError:
         raise BertkitError("bertkit search needs optuna: pip install 'bertkit[search]'") from None
-    from .config import load_recipe
+    from .config_files import load_recipe
     from .tasks import get_task
     from .training import launch
     from .training.runs import load_checked

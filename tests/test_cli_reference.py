@@ -71,7 +71,7 @@ def test_finetune_help_lists_flags_by_concern():
 
 def test_the_reference_shows_each_built_in_tasks_options():
     """`finetune` without a recipe has no task options; the reference adds each built-in task's, from one recipe."""
-    from bertkit.config import recipe_task
+    from bertkit.config_files import recipe_task
     from bertkit.tasks import task_names
 
     text = reference()

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from bertkit.cli import main
-from bertkit.config import load_run_config
+from bertkit.config_files import load_run_config
 
 from .conftest import REPO, write_sst2
 

@@ -3,7 +3,8 @@ import dataclasses
 import pytest
 
 from bertkit.cli import build_parser, main
-from bertkit.config import FinetuneConfig, RunConfig, load_recipe, run_config
+from bertkit.config import RunConfig, run_config
+from bertkit.config_files import FinetuneConfig, load_recipe
 from bertkit.errors import BertkitError
 
 
@@ -314,13 +315,14 @@ def test_a_run_builds_its_config_once(name, tiny_bert, tmp_path_factory, tmp_pat
     Reading a run folder's config.yaml back (the report) builds none of the run's."""
     from contextlib import nullcontext
 
-    from bertkit import config
+    from bertkit import config, config_files
     from bertkit.training import prepare
 
     from .conftest import cloze_registered, tiny_run_args
 
     built, real = [], config.resolve
     monkeypatch.setattr(config, "resolve", lambda layers: built.append(layers[-1][1]) or real(layers))
+    monkeypatch.setattr(config_files, "resolve", config.resolve)
     monkeypatch.setattr(prepare, "resolve", config.resolve)
     with cloze_registered() if name == "cloze" else nullcontext():
         args = tiny_run_args(tmp_path_factory, tiny_bert, name, tmp_path / "run")

@@ -1,7 +1,7 @@
 import pytest
 
 from bertkit import SequenceClassification
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.data import read_classification_file, read_rows
 from bertkit.errors import BertkitError, DataError
 

@@ -15,6 +15,7 @@ from .conftest import REPO
 
 MODULES = [
     "bertkit.config",
+    "bertkit.config_files",
     "bertkit.data.conll",
     "bertkit.device",
     "bertkit.errors",

@@ -203,7 +203,7 @@ def finetune(tmp_path_factory, tiny_bert, family: str, cell: str, *flags: str) -
 # --- what a run answers -------------------------------------------------------------------------------------------
 def evaluation_rows(run: Path, split: str) -> tuple[list[dict], list[dict]]:
     """(input rows, the run's predictions) of an evaluation split, as `predict` reads and answers them."""
-    from bertkit.config import load_run_config
+    from bertkit.config_files import load_run_config
     from bertkit.tasks import load_task
 
     cfg, task = load_run_config(run / "config.yaml"), load_task(str(run))

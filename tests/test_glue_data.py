@@ -7,7 +7,7 @@ import datasets
 import pytest
 
 from bertkit import SequenceClassification
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.data import read_classification_file, read_rows
 from bertkit.data.classification import in_carved_eval
 from bertkit.errors import BertkitError, DataError

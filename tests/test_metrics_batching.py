@@ -76,7 +76,7 @@ def test_an_unknown_metric_name_in_a_recipe_is_refused_without_touching_the_netw
     import yaml
 
     from bertkit.cli import main
-    from bertkit.config import RECIPES_DIR
+    from bertkit.config_files import RECIPES_DIR
 
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)

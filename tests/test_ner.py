@@ -18,7 +18,7 @@ from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 import bertkit
 from bertkit.cli import main
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.data.conll import (
     conll_lines,
     label_names_for,

@@ -7,7 +7,7 @@ import pytest
 
 from bertkit import SequenceClassification
 from bertkit.cli import main
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.errors import DataError
 
 from .conftest import MNLI_HEADER, SHARED_DATA, tiny_finetune, write_rte

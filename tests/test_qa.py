@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bertkit.cli import main
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.data.squad import read_squad_file
 from bertkit.errors import BertkitError, DataError
 

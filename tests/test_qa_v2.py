@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertkit.cli import main
-from bertkit.config import load_recipe, read_yaml, recipe_path
+from bertkit.config_files import load_recipe, read_yaml, recipe_path
 from bertkit.data.squad import read_squad_file
 from bertkit.errors import DataError
 from bertkit.tasks.qa_spans import Window, decide, null_logit, rank_answers, with_null

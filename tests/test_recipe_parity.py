@@ -35,7 +35,7 @@ def recorded_values():
 
 
 def test_the_record_is_0_2_0s_and_covers_every_recipe():
-    from bertkit.config import recipe_names
+    from bertkit.config_files import recipe_names
 
     for entry in RECORDED.values():
         assert entry["bertkit"] == "0.2.0"

@@ -93,7 +93,7 @@ def test_a_recipes_search_space_is_used_and_a_bad_one_refused(tmp_path):
         assert 1e-5 <= values["lr"] <= 1e-4 and 0 <= values["warmup_ratio"] <= 0.2
         assert values["epochs"] in (1, 2, 3) and isinstance(values["epochs"], int)
         assert values["doc_pooling"] in ("truncate", "mean")
-    from bertkit.config import load_recipe
+    from bertkit.config_files import load_recipe
 
     assert load_recipe(str(recipe)).task == "sequence-classification"  # finetune ignores the search space
     recipe.write_text("task: sequence-classification\nsearch_space:\n  lr: {low: 1.0e-4, high: 1.0e-5}\n")
@@ -102,7 +102,7 @@ def test_a_recipes_search_space_is_used_and_a_bad_one_refused(tmp_path):
 
 
 def test_a_pruned_trial_stops_its_run(tiny_bert, sst2_dir, tmp_path):
-    from bertkit.config import load_recipe
+    from bertkit.config_files import load_recipe
     from bertkit.search import run_trial
     from bertkit.tasks import get_task
     from bertkit.training import launch

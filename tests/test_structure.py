@@ -127,7 +127,7 @@ FLOORS = [
     ["bertkit.__main__", "bertkit.cli", "bertkit.commands"],
     ["bertkit.search", "bertkit.serve", "bertkit.export"],
     ["bertkit.training", "bertkit.report", "bertkit.search_report"],
-    ["bertkit.config", "bertkit.quickstart"],
+    ["bertkit.config", "bertkit.config_files", "bertkit.quickstart"],
     ["bertkit.tasks"],
     ["bertkit.inference", "bertkit.graphs", "bertkit.precast", "bertkit.extract", "bertkit.data", "bertkit.cpu",
      "bertkit.metrics", "bertkit.feature_cache", "bertkit.models", "bertkit.device", "bertkit.plots",

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bertkit.cli import main
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 
 from .conftest import REPO, tiny_run, tiny_run_data
 

@@ -7,7 +7,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from bertkit.config import load_recipe
+from bertkit.config_files import load_recipe
 from bertkit.cpu import dropout as fd
 from bertkit.errors import BertkitError
 from bertkit.training.changes import reinit_pooler, reset_dropout, set_dropout

@@ -17,7 +17,7 @@ EXAMPLE = """example:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_recipe, load_run_config
+    from ..config_files import load_recipe, load_run_config
     from ..errors import BertkitError
     from ..inference import forward_all
     from ..metrics import resolve_metrics

@@ -54,7 +54,7 @@ def recipe_of(argv: list[str] | None) -> str | None:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..config import recipe_names
+    from ..config_files import recipe_names
 
     p = subparsers.add_parser("finetune", help="fine-tune a model with a recipe", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -73,7 +73,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
 def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None):
     """A recipe's flags, as `finetune` has them (also `search`'s): the run config's groups, the recipe's task's
     options once `argv` names the recipe; returns the group "the run" for the command's own flags."""
-    from ..config import Compute, HubSource, Peft, RunConfig, recipe_path, recipe_task
+    from ..config import Compute, HubSource, Peft, RunConfig
+    from ..config_files import recipe_path, recipe_task
     from ..errors import BertkitError
     from ..typed import add_flags
 
@@ -128,7 +129,7 @@ def overrides_from(args: argparse.Namespace) -> dict:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from ..config import load_recipe
+    from ..config_files import load_recipe
     from ..errors import BertkitError
     from ..training.runs import finetune
     from ..typed import check_type

@@ -153,7 +153,7 @@ def format_table(result: dict) -> str:
 
 def run_glue(args: argparse.Namespace, overrides: dict) -> int:
     """`finetune glue` with the command line's flags (`args`) and its config overrides (`overrides`, flat)."""
-    from ..config import load_recipe
+    from ..config_files import load_recipe
     from ..training.launch import is_main_process
     from ..training.runs import finetune
     from ..typed import check_type

@@ -17,7 +17,7 @@ EXAMPLE = """example:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..config import load_recipe
+    from ..config_files import load_recipe
     from ..errors import BertkitError
     from ..extract import FeatureExtractor
     from ..extract.probe import train_probe

@@ -19,7 +19,7 @@ def summary(path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_recipe, recipe_names, recipe_path
+    from ..config_files import load_recipe, recipe_names, recipe_path
 
     if args.action == "show":
         if not args.name:

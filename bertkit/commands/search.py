@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:
-    from ..config import recipe_names
+    from ..config_files import recipe_names
     from .finetune import add_run_flags
 
     p = subparsers.add_parser("search", help="search a recipe's hyper-parameters (Optuna); the best over seeds",

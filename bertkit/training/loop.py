@@ -28,7 +28,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..batching import train_batches
-from ..config import RunConfig, to_yaml
+from ..config import RunConfig
+from ..config_files import to_yaml
 from ..errors import BertkitError
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
