@@ -15,8 +15,9 @@ traffic help); one whose loop takes much longer is bound by the host. The report
 --split-graphs takes, with no accumulation, the graphs an accumulating run takes (forward + backward per shape, and
 one update graph) instead of one whole-step graph per shape; --no-fold-clip scales the gradients before AdamW (as
 the eager step does) instead of inside the fused AdamW; --no-profile times the loop alone; --finetune-args adds
-flags (e.g. '--device-data on'). Alternated in one invocation (benchmarks/gpu_session.sh, step `ab`), they are the
-A/Bs of the whole-step graph, of clipping inside AdamW and of data resident on the device.
+flags (e.g. '--device-data on'). `--arms whole,split,nofold --rounds 2` alternates such runs in this one process
+(benchmarks/gpu_session.sh, step `ab`): the A/Bs of the whole-step graph, of clipping inside AdamW and of data
+resident on the device.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 for _k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_k, "1")
@@ -73,20 +77,11 @@ def replay_times(step, n: int) -> dict:
     return out
 
 
-def main(a) -> int:
+def run(a) -> dict | None:
+    """One `bertkit finetune sst2` run in this process with the A/B switches of `a` in force for it alone; its
+    report, or None when it failed or ended before the measured steps."""
     from bertkit.cli import main as cli
     from bertkit.training import graphed, loop
-
-    if a.split_graphs:
-        graphed_init = graphed.GraphedStep.__init__
-
-        def split(self, *args, **kw):
-            graphed_init(self, *args, **kw)
-            self.whole, self.keep_gradients = False, True
-
-        graphed.GraphedStep.__init__ = split
-    if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
-        graphed.fold_clipping = lambda optimizer: False
 
     report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
     window = {"start": a.warm, "end": a.warm + a.steps}
@@ -103,19 +98,38 @@ def main(a) -> int:
         elif step == window["end"]:
             sync()
             report["loop_ms_per_step"] = (time.perf_counter() - window["t"]) / a.steps * 1e3
+            report["step"] = {"kind": trainer.step.kind, "buckets": list(trainer.step_plan.buckets)}
+            if trainer.step.kind == "graphed":  # what the arm changed
+                report["step"].update(whole=trainer.step.whole, fold_clip=trainer.step.fold_clip)
             if not a.no_profile:
                 profiler.__exit__(None, None, None)
-            report["step"] = {"kind": trainer.step.kind, "buckets": list(trainer.step_plan.buckets)}
-            if hasattr(trainer.step, "graphs"):
-                report["replay_ms"] = replay_times(trainer.step, a.replays)
+                if hasattr(trainer.step, "graphs"):
+                    report["replay_ms"] = replay_times(trainer.step, a.replays)
 
-    init = loop.Trainer.__init__
+    graphed_init, trainer_init = graphed.GraphedStep.__init__, loop.Trainer.__init__
+
+    def split(self, *args, **kw):
+        graphed_init(self, *args, **kw)
+        self.whole, self.keep_gradients = False, True
 
     def with_watch(self, *args, **kw):
-        init(self, *args, **kw)
+        trainer_init(self, *args, **kw)
         self.callbacks.append(watch)
 
-    loop.Trainer.__init__ = with_watch
+    with ExitStack() as patches:
+        patches.enter_context(mock.patch.object(loop.Trainer, "__init__", with_watch))
+        if a.split_graphs:
+            patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
+        if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
+            patches.enter_context(mock.patch.object(graphed, "fold_clipping", lambda optimizer: False))
+        rc = cli(finetune_args(a))
+    if rc != 0 or "loop_ms_per_step" not in report:
+        return None
+    report["events"] = profiler.key_averages() if not a.no_profile else None
+    return report
+
+
+def finetune_args(a) -> list[str]:
     out = tempfile.mkdtemp("-profile")
     args = ["finetune", "sst2", "--model", a.model, "--train-step", a.train_step, "--batch-size", "32",
             "--max-steps", str(a.warm + a.steps), "--eval-every", "100000", "--save-every", "0", "--seed", "42",
@@ -123,7 +137,52 @@ def main(a) -> int:
     args += shlex.split(a.finetune_args)
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
-    if cli(args) != 0 or "loop_ms_per_step" not in report:
+    return args
+
+
+ARMS = {  # an A/B's sides: what each changes of the run `a` describes
+    "whole": {},  # as bertkit runs: a whole-step graph a shape, clipping inside the fused AdamW
+    "split": {"split_graphs": True},  # forward + backward graphs beside an update graph, as under accumulation
+    "nofold": {"no_fold_clip": True},  # the gradients scaled by the clipping coefficient before AdamW
+    "data-on": {"device_data": "on"},  # the training set collated once on the device
+    "data-off": {"device_data": "off"},  # batches from worker processes
+}
+
+
+def alternate(a) -> int:
+    """The arms of `--arms` in turn, `--rounds` times, in this one process (no start-up between them); the loop's
+    ms a step of each run, then each arm's median and its ratio to the first arm's."""
+    arms = a.arms.split(",")
+    if unknown := [arm for arm in arms if arm not in ARMS]:
+        print(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
+        return 2
+    times: dict = {arm: [] for arm in arms}
+    for i in range(a.rounds):
+        for arm in arms:
+            change = dict(ARMS[arm])
+            extra = f" --device-data {change.pop('device_data')}" if "device_data" in change else ""
+            b = argparse.Namespace(**{**vars(a), "no_profile": True, "finetune_args": a.finetune_args + extra,
+                                      **change})
+            t = time.perf_counter()
+            report = run(b)
+            ms = report["loop_ms_per_step"] if report else float("nan")
+            times[arm].append(ms)
+            step = report["step"] if report else "FAILED"
+            print(f"ab round {i + 1} {arm}: {ms:.2f} ms/step over {a.steps} steps (run {time.perf_counter() - t:.0f} "
+                  f"s; {a.model} {b.finetune_args.strip()}; step {step})", flush=True)
+    first = statistics.median(times[arms[0]])
+    for arm in arms:
+        median = statistics.median(times[arm])
+        print(f"ab {arm}: median {median:.2f} ms/step ({', '.join(f'{t:.2f}' for t in times[arm])}); "
+              f"{median / first:.3f} × {arms[0]}")
+    return 0
+
+
+def main(a) -> int:
+    if a.arms:
+        return alternate(a)
+    report = run(a)
+    if report is None:
         print("the run failed or ended before the profiled steps")
         return 1
     if a.no_profile:
@@ -131,7 +190,7 @@ def main(a) -> int:
               f"{'split' if a.split_graphs else 'whole-step'} graphs; clipping "
               f"{'first' if a.no_fold_clip else 'in AdamW'}; {a.model} {a.finetune_args}")
         return 0
-    events = profiler.key_averages()
+    events = report.pop("events")
     kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
     report["device_ms_per_step"] = sum(device_us(e) for e in kernels) / 1e3 / a.steps
     report["top_device"] = [(e.key[:90], e.count / a.steps, device_us(e) / 1e3 / a.steps) for e in kernels[:a.top]]
@@ -163,6 +222,9 @@ if __name__ == "__main__":
     p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
     p.add_argument("--no-fold-clip", action="store_true", help="clip before AdamW, not inside it (an A/B's side)")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
+    p.add_argument("--arms", default="", help=f"an A/B in one process: arms in turn, e.g. whole,split,nofold "
+                                              f"(of {', '.join(ARMS)}); the loop timed alone")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of --arms")
     p.add_argument("--finetune-args", default="", help="more `bertkit finetune` flags, e.g. '--device-data on'")
     p.add_argument("--out", default=str(Path(os.environ.get("OUT", "/tmp/gpu-out")) / "profile"))
     a = p.parse_args()
