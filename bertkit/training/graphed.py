@@ -8,7 +8,7 @@ How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a s
 optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
 replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that
 pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros; the fused AdamW
-clips them as it reads them (`fold_clipping`: one pass over them fewer than scaling them first). What a graph keeps
+clips them as it reads them (`fold_clipping`: one read of them fewer than scaling them first). What a graph keeps
 between replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor
 learning rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from
 the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different

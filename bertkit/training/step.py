@@ -141,7 +141,8 @@ class StaticStep(EagerStep):
         if self.fold_clip:
             norm = torch.nn.utils.get_total_norm([p.grad for p in self.trained if p.grad is not None])  # []
             # clip_grad_norm_ multiplies each gradient by min(1, max / (norm + 1e-6)); the fused AdamW divides it by
-            # this instead, as it reads it: one pass over the gradients fewer (equal up to rounding)
+            # this instead, as it reads it (equal up to rounding): one read of the gradients and one kernel pass
+            # fewer (the fused kernel writes the divided gradients back, as the multiplication did)
             self.optimizer.grad_scale = ((norm + 1e-6) / self.max_grad_norm).clamp(min=1.0)
         else:
             norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
