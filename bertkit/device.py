@@ -133,3 +133,15 @@ def autocast(precision: str, device: torch.device, cache: bool = True):
 def probe_ids(model, device: torch.device) -> torch.Tensor:
     """A dummy input for one check forward pass of `model`'s encoder: [1, 8] token ids 1..8 (within its vocabulary)."""
     return torch.arange(8).remainder(model.config.vocab_size - 1).add(1).unsqueeze(0).to(device)  # [1, 8]
+
+
+def probe_forward(model) -> None:
+    """One training-mode forward of `model`'s encoder (`base_model`: whatever the head's input shape) on
+    `probe_ids`, leaving every random state and the model's mode as they were: how a model change checks that its
+    code is on the model's path."""
+    encoder = getattr(model, "base_model", model)
+    was_training = encoder.training
+    ids = probe_ids(model, next(model.parameters()).device)  # [1, 8]
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        encoder.train()(input_ids=ids, attention_mask=torch.ones_like(ids))
+    encoder.train(was_training)

@@ -21,23 +21,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import torch
-
-from ..device import probe_ids
+from ..device import probe_forward
 from . import dropout as _dropout
 from . import heap as _heap
-
-
-def _probe(model) -> None:
-    """One training-mode forward of the encoder (`base_model`: whatever the head's input shape) on a dummy input,
-    leaving every random state and the model's mode as they were."""
-    encoder = getattr(model, "base_model", model)
-    was_training = encoder.training
-    device = next(model.parameters()).device
-    ids = probe_ids(model, device)  # [1, 8], ids 1..8
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        encoder.train()(input_ids=ids, attention_mask=torch.ones_like(ids))
-    encoder.train(was_training)
 
 
 @contextmanager
@@ -59,7 +45,7 @@ def cpu_speedups(model, fast_dropout: bool = True, keep_heap: bool = False, log=
                 log("cpu speed-ups: the installed transformers has no attention registry; attention stays fused")
         if calls:
             before = {name: counter[key] for name, (key, counter) in calls.items()}
-            _probe(model)
+            probe_forward(model)
             for name, (key, counter) in calls.items():
                 if counter[key] > before[name]:
                     applied.append(name)
