@@ -57,8 +57,9 @@ def test_replays_draw_new_dropout_masks(tiny_bert, accumulation):
 
 
 @pytest.mark.parametrize("grad_accum", [1, 2])
-def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_dir, tmp_path):
-    """Whole-step graphs (no accumulation) or forward-and-backward graphs beside an update graph (accumulation)."""
+def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_dir, tmp_path, capsys):
+    """Whole-step graphs (no accumulation) or forward-and-backward graphs beside an update graph (accumulation); both
+    runs with query, key and value in one matmul (a GPU's model change)."""
     from safetensors.torch import load_file
 
     from .conftest import fit, small_config
@@ -71,6 +72,7 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
                                                 attention_dropout=0.0, eval_every="100"))
         step = result["train"]["step"]
         assert step["kind"] == kind
+        assert "fused_qkv" in capsys.readouterr().err  # the training line's model changes
     assert step["capture_failed"] is None and step["graphs"] >= 2 and step["replays"] > 15  # a replay a full step
     seen = [json.loads((runs[k] / "metrics.json").read_text())["train"]["examples_seen"] for k in runs]
     if grad_accum == 1:

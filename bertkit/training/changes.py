@@ -16,7 +16,10 @@ What it changes, in this order (the order fixes which random numbers each one dr
 5. on a CPU, not sharded: the CPU speed-ups (`bertkit.cpu.cpu_speedups`: fast dropout modules, unfused attention
    while training, the kept heap in bf16), each checked to have taken effect and undone by its own code; only those
    measured on the model's family (`bertkit.families`: BERT's), none for the others (one log line says so);
-6. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
+6. on a GPU, not sharded, without peft or --compile: BERT's query, key and value projected by one matmul
+   (`qkv.fused_qkv`: the same parameters, fewer and larger kernels), checked to have taken effect; undone: the
+   model's own linears again;
+7. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
    training finished), every parameter trainable as before.
 Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention). The
 autocast wrapper accelerate sets as the prepared model's `forward` (mixed precision) is taken off by
@@ -92,10 +95,10 @@ def disable_checkpointing(model) -> None:
 
 
 @contextmanager
-def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=print):
+def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=print, gpu: bool = False):
     """Apply the changes `cfg` asks for to `task.model` (module docstring); yield the names of those that took
-    effect; undo them on exit, also when the block raises. `cpu`: the model trains on a CPU in one unsharded
-    process. With peft, `task.model` is the wrapped model inside the block; on exit it is the model again: merged
+    effect; undo them on exit, also when the block raises. `cpu` (`gpu`): the model trains on a CPU (a CUDA GPU),
+    unsharded. With peft, `task.model` is the wrapped model inside the block; on exit it is the model again: merged
     with the trained adapter where the block merged it (`lora.merged`), else unwrapped without merging."""
     model = task.model
     applied = []
@@ -132,6 +135,10 @@ def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=pri
 
             applied += undo.enter_context(cpu_speedups(model, wanted["fast_dropout"] and "fast_dropout" in measured,
                                                        wanted["keep_heap"] and "keep_heap" in measured, log))
+        if gpu and cfg.peft.method == "none" and not compute.compile:
+            from .qkv import fused_qkv
+
+            applied += undo.enter_context(fused_qkv(model, log))
         if cfg.peft.method != "none":
             from . import lora
 

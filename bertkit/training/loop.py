@@ -142,7 +142,8 @@ class Trainer:
         multiple = cfg.compute.pad_to_multiple or default_pad_multiple(acc.device.type, cfg.max_length)
         if multiple:
             self.task.pad_to_multiple_of(multiple)
-        cpu = acc.device.type == "cpu" and acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
+        unsharded = acc.distributed_type.name not in ("FSDP", "DEEPSPEED")
+        cpu, gpu = unsharded and acc.device.type == "cpu", unsharded and acc.device.type == "cuda"
         self.budget_plan = None
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
             from .budget import plan
@@ -166,7 +167,7 @@ class Trainer:
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         self._restore_forward = None
         try:
-            with model_changes(self.task, cfg, cpu, self.precision, self.log) as applied:
+            with model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self._applied = applied
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
