@@ -22,7 +22,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 from onnx_setup import default_data_dir, exports  # noqa: E402
 
-from bertkit.config import load_recipe  # noqa: E402
+from bertkit.config_files import load_recipe  # noqa: E402
 from bertkit.export.runtime import load_onnx_task  # noqa: E402
 from bertkit.metrics import resolve_metrics  # noqa: E402
 from bertkit.tasks import load_task  # noqa: E402

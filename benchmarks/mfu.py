@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import bertkit  # noqa: E402
 from bertkit.batching import train_batches  # noqa: E402
-from bertkit.config import load_recipe  # noqa: E402
+from bertkit.config_files import load_recipe  # noqa: E402
 
 
 def matmul_peak(sizes=(1024, 2048, 4096), repeats: int = 5) -> tuple[float, int]:

@@ -20,7 +20,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bertkit.config import load_recipe  # noqa: E402
+from bertkit.config_files import load_recipe  # noqa: E402
 from bertkit.extract import FeatureExtractor, combine_layers, parse_layers  # noqa: E402
 from bertkit.extract.probe import train_probe  # noqa: E402
 from bertkit.tasks import TokenClassification  # noqa: E402
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--max-train-samples", type=int)
     parser.add_argument("--output", default="runs/probe_table.json")
-    parser.add_argument("--finetuned-f1", type=float, help="validation F1 of `bertkit finetune conll2003` (%)")
+    parser.add_argument("--finetuned-f1", type=float, help="validation F1 of `bertkit finetune conll2003`, in %%")
     args = parser.parse_args()
 
     cfg = load_recipe("conll2003", {"max_train_samples": args.max_train_samples} if args.max_train_samples else {})

@@ -38,7 +38,7 @@ from transformers import (  # noqa: E402
 )
 
 import bertkit  # noqa: E402
-from bertkit.config import load_recipe  # noqa: E402
+from bertkit.config_files import load_recipe  # noqa: E402
 from bertkit.models import load_tokenizer, resolve_model  # noqa: E402
 
 LABELS = ["negative", "positive"]
