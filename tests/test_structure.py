@@ -225,3 +225,22 @@ def test_tests_do_not_import_each_other():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level:
                 assert not node.module.startswith("test_"), f"{path.name} imports {node.module}"
+
+
+def test_every_bertkit_name_that_scripts_and_tests_import_exists():
+    """benchmarks/, examples/ and tests/ import bertkit names that exist (a module split that leaves a script
+    importing the old place fails here, not when someone runs the script)."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for folder in ("benchmarks", "examples", "tests"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("bertkit"):
+                    module = importlib.import_module(node.module)
+                    missing += [f"{path.relative_to(REPO)}:{node.lineno}: {node.module}.{a.name}"
+                                for a in node.names if not hasattr(module, a.name) and not (
+                                    hasattr(module, "__path__")  # a package's submodule, not imported yet
+                                    and importlib.util.find_spec(f"{node.module}.{a.name}"))]
+    assert not missing, missing
