@@ -10,7 +10,7 @@ unchanged): the query's computes one [hidden → 3·hidden] linear over the conc
 parts; the key's and the value's hand out theirs when called on the same input (anything else: their own linear, as
 before). Outputs and gradients equal the three linears' up to rounding (tests/test_qkv.py). Undone by putting the
 linears back; checked to have taken effect by one training-mode forward on a dummy input, as the CPU speed-ups are.
-Not on a CPU: there the fused projection measured 1.013× in bf16 and went (docs/history.md).
+Not on a CPU: there the fused projection gained less than the 3 % rule asks and went (docs/history.md).
 """
 
 from __future__ import annotations

@@ -118,9 +118,10 @@ class EagerStep:
 
 class StaticStep(EagerStep):
     """The eager step's arithmetic with nothing a CUDA graph cannot hold (module docstring): the loss divided by the
-    accumulation count as accelerate does, torch's `clip_grad_norm_` (what accelerate calls on one process), the
-    torch optimizer itself with tensor learning rates, gradients zeroed in place (or dropped, as the eager step does,
-    where one graph holds the whole step: `keep_gradients`)."""
+    accumulation count as accelerate does, torch's `clip_grad_norm_` (what accelerate calls on one process; or, with
+    `fold_clip`, the same clipping inside the fused AdamW), the torch optimizer itself with tensor learning rates,
+    gradients zeroed in place (or dropped, as the eager step does, where one graph holds the whole step:
+    `keep_gradients`)."""
 
     kind = "static"
     keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
