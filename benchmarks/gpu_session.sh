@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests ab" bash benchmarks/gpu_session.sh           (timeout_s 520; about 6 minutes)
+#   STEPS="tests ab" bash benchmarks/gpu_session.sh           (timeout_s 540; about 7 minutes)
 #   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 340; about 5 minutes)
 # and, with device time left, STEPS="suite" (timeout_s 220).
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
@@ -11,7 +11,8 @@
 #   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
-#            clipping before AdamW and three q/k/v matmuls; MiniLM, data on the device against workers  ≤ 360 s
+#            clipping before AdamW, three q/k/v matmuls and autocast's casts (no bf16 working weights); MiniLM,
+#            data on the device against workers                                                     ≤ 390 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -29,9 +30,9 @@ for s in $STEPS; do
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$OUT/profile-$n/profile.txt" 2>/dev/null || tail -5 "$OUT/profile-$n.log"; done;;
-    ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls"
-        timeout 240 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 500 \
-          --arms whole,split,nofold,noqkv \
+    ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls; no working weights"
+        timeout 270 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 500 \
+          --arms whole,split,nofold,noqkv,nowork \
           --rounds 2 >"$OUT/ab-bert-base.log" 2>&1; echo "rc=$?"; grep "^ab " "$OUT/ab-bert-base.log"
         say "ab minilm: training data from workers, on the device"
         timeout 120 python3 benchmarks/gpu_profile.py --model minilm-l6 --warm 300 --steps 900 --arms data-off,data-on \
