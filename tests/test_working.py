@@ -164,3 +164,28 @@ def test_working_copies_only_for_a_graphed_bf16_step_without_accumulation(pair, 
         cfg = small_config(tmp_path, tmp_path / "run", fast_dropout=False, keep_heap=False, grad_accum=accum)
         with model_changes(task, cfg, precision=precision, log=pytest.fail, graphed=graphed) as applied:
             assert ("bfloat16_working_weights" in applied) == want, (precision, graphed, accum)
+
+
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
+def test_the_graph_layer_with_working_copies_trains_to_the_static_steps_weights(tiny_bert, sst2_dir, tmp_path,
+                                                                                 monkeypatch, capsys):
+    """The whole-step graph's path (gradients dropped after each step, so the parameters' come new from the working
+    copies' each time), replayed by a stand-in capture: the plain static run's weights, bit for bit."""
+    from safetensors.torch import load_file
+
+    from bertkit.training import graphed, loop, step
+
+    from .test_graphed_step import TINY, ReplayCapture
+
+    kw = dict(precision="bf16", batch_size=24, **TINY)
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
+    real = loop.model_changes
+    monkeypatch.setattr(loop, "model_changes", lambda *args: real(*args[:6], True))
+    monkeypatch.setattr(step, "_step_kind", lambda cfg, accelerator, precision: ("graphed", "test"))
+    monkeypatch.setattr(graphed, "GraphCapture", ReplayCapture)
+    capsys.readouterr()
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+    assert result["train"]["step"]["capture_failed"] is None and result["train"]["step"]["replays"] > 10
+    assert "bfloat16_working_weights" in next(x for x in capsys.readouterr().err.splitlines() if "training:" in x)
+    a, b = (load_file(str(tmp_path / k / "model.safetensors")) for k in ("static", "graphed"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
