@@ -175,9 +175,14 @@ def test_the_graph_layer_with_working_copies_trains_to_the_static_steps_weights(
 
     from bertkit.training import graphed, loop, step
 
-    from .test_graphed_step import TINY, ReplayCapture
+    class ReplayCapture:  # a "graph" that calls the captured function again on its static inputs, as a replay does
+        def run(self, fn, *args):
+            return fn(*args)
 
-    kw = dict(precision="bf16", batch_size=24, **TINY)
+        def __call__(self, fn, inputs):
+            return lambda: fn(inputs)
+
+    kw = dict(precision="bf16", batch_size=24, max_steps=20, length_buckets=3, eval_every="100")
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
     real = loop.model_changes
     monkeypatch.setattr(loop, "model_changes", lambda *args: real(*args[:6], True))
