@@ -249,6 +249,7 @@ def finetune(a, label: str, name: str, model: str, step: str, extra: list[str], 
     note = f"{t['precision']}, {t['steps']} steps{', extrapolated' if '--max-steps' in extra else ''}; "
     note += f"step {s['kind']} ({s['reason']})" + "".join(f"; {k} {v}" for k, v in s.items()
                                                           if k not in ("kind", "reason") and v not in (None, []))
+    note += f"; model changes {', '.join(t.get('model_changes', [])) or 'none'}"
     return row(label, t["train_seconds"], t["steps"], a.spe if "--max-steps" in extra else t["steps"],
                t["examples_per_s"], a.flop_mini if mini else a.flop, a,
                phase.get("cuda_allocated_gib", phase.get("peak_rss_gib")), m["dev"]["accuracy"], note + target)

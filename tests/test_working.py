@@ -133,6 +133,8 @@ def test_a_static_run_with_working_copies_trains_to_the_same_weights_also_resume
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "working", **kw))
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("training:"))
     assert line.endswith(", bfloat16_working_weights")  # the last of the model changes
+    changes = json.loads((tmp_path / "working" / "metrics.json").read_text())["train"]["model_changes"]
+    assert changes[-1] == "bfloat16_working_weights"
 
     def stop(trainer, state):
         if state["global_step"] == 11:

@@ -356,6 +356,7 @@ class Trainer:
                             "train_seconds": round(seconds, 1),
                             "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
                             "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed,
+                            "model_changes": list(self._applied),
                             "step": {"kind": self.step_plan.kind, "reason": self.step_plan.reason,
                                      "buckets": list(self.step_plan.buckets), **self.step.summary(),
                                      "device_data": self.resident.describe()}}}
