@@ -1,8 +1,8 @@
 """bf16 working copies of the linear layers' weights while a graphed step trains in bf16 (on a GPU).
 
 Under bf16 autocast every `nn.Linear` casts its fp32 weight and bias to bf16 at each forward, a kernel per tensor,
-and backward casts their bf16 gradients back to fp32, another; for bert-base that is ~420 of a graphed step's ~1,000
-kernels (docs/speed.md, "On one GPU"). `working_weights(model)` gives each linear layer (and each fused q/k/v
+and backward casts their bf16 gradients back to fp32, another; for bert-base ~300 of a graphed step's ~1,000 kernels
+(docs/speed.md, "On one GPU"). `working_weights(model)` gives each linear layer (and each fused q/k/v
 `Projection`) a bf16 copy of its weight and bias: leaf tensors outside the state dict, used by training-mode forwards
 under bf16 autocast (anything else computes with the layer's own parameters, as before). The step (`StaticStep`) then
 moves their gradients onto the fp32 parameters (`collect`) and, after AdamW has updated those, copies them back
