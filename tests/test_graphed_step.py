@@ -220,6 +220,7 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     captured_shapes = len(ReplayCapture.captured) - update_graph
     assert 1 <= captured_shapes <= 3  # at most one per bucket
     assert step["graphs"] == captured_shapes + update_graph and step["replays"] > 10
+    assert 0 < step["setup_seconds"] < result["train"]["train_seconds"]  # the shapes' warm-ups and captures
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 

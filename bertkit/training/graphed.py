@@ -20,6 +20,7 @@ value on the host), the run goes on eagerly with the same step and says why once
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from ..graphs import GraphCapture, signature
@@ -47,6 +48,7 @@ class GraphedStep(StaticStep):
         self.update_graph = None
         self.failed: str | None = None  # why capturing stopped; the step then runs eagerly
         self.replays = 0
+        self.setup_seconds = 0.0  # host time of the shapes' eager warm-ups and captures (a capture synchronises)
 
     def _work(self, inputs: dict) -> None:
         """What one shape's graph holds: the static step's backward, and its update when there is no accumulation."""
@@ -60,12 +62,15 @@ class GraphedStep(StaticStep):
             return super().backward(batch)
         key = signature(batch)
         if key not in self.graphs:
+            t0 = time.perf_counter()
             self.seen[key] += 1
             if self.seen[key] <= WARMUP:
                 self.capture.run(self._work, batch)
                 self.updated = self.whole
+                self.setup_seconds += time.perf_counter() - t0
                 return
             captured = self._capture(self._work, batch)
+            self.setup_seconds += time.perf_counter() - t0
             if captured is None:
                 return super().backward(batch)
             self.graphs[key] = captured
@@ -83,10 +88,14 @@ class GraphedStep(StaticStep):
         if self.failed or self.whole:  # (whole: a short batch's update, eagerly: its gradients are new tensors)
             return super().update()
         if self.update_graph is None:
+            t0 = time.perf_counter()
             self.seen["update"] += 1
             if self.seen["update"] <= WARMUP:
-                return self.capture.run(super().update)
+                done = self.capture.run(super().update)
+                self.setup_seconds += time.perf_counter() - t0
+                return done
             captured = self._capture(lambda _: StaticStep.update(self), {})
+            self.setup_seconds += time.perf_counter() - t0
             if captured is None:
                 return super().update()
             self.update_graph = captured[0]
@@ -109,6 +118,8 @@ class GraphedStep(StaticStep):
             return None
 
     def summary(self) -> dict:
-        """Graphs captured, replays, and why capturing stopped (None: it did not)."""
+        """Graphs captured, replays, the seconds their shapes' warm-ups and captures took (part of the training
+        time: an epoch's replays took the rest, less the eager short batches), and why capturing stopped (None: it
+        did not)."""
         return {"graphs": len(self.graphs) + (self.update_graph is not None), "replays": self.replays,
-                "capture_failed": self.failed}
+                "setup_seconds": round(self.setup_seconds, 2), "capture_failed": self.failed}
