@@ -1,15 +1,15 @@
 """bf16 working copies of the linear layers' weights while a graphed step trains in bf16 (on a GPU).
 
-Under bf16 autocast every `nn.Linear` casts its fp32 weight and bias to bf16 at each forward, a kernel per tensor,
-and backward casts their bf16 gradients back to fp32, another; for bert-base ~300 of a graphed step's ~1,000 kernels
-(docs/speed.md, "On one GPU"). `working_weights(model)` gives each linear layer (and each fused q/k/v
-`Projection`) a bf16 copy of its weight and bias: leaf tensors outside the state dict, used by training-mode forwards
-under bf16 autocast (anything else computes with the layer's own parameters, as before). The step (`StaticStep`) then
-moves their gradients onto the fp32 parameters (`collect`) and, after AdamW has updated those, copies them back
-(`refresh`): one multi-tensor copy each way instead of a cast per tensor. The values are autocast's own (both ways
-round to nearest), so training gives the same weights bit for bit (tests/test_working.py); parameters, state dict,
-optimizer and saved files are unchanged. Only without gradient accumulation (the working gradients would add up in
-bf16 where autocast's fp32 gradients add up in fp32). Undone by giving the layers back their class.
+Under bf16 autocast every `nn.Linear` casts its fp32 weight and bias to bf16 at each forward, a kernel per tensor, and
+backward casts their bf16 gradients back to fp32, another; for bert-base ~300 of a graphed step's ~1,000 kernels, ~200
+beside the fused q/k/v projection (docs/speed.md, "On one GPU"). `working_weights(model)` gives each linear layer (and
+each fused q/k/v `Projection`) a bf16 copy of its weight and bias: leaf tensors outside the state dict, used by
+training-mode forwards under bf16 autocast (anything else computes with the layer's own parameters, as before). The
+step (`StaticStep`) then moves their gradients onto the fp32 parameters (`collect`) and, after AdamW has updated those,
+copies them back (`refresh`): one multi-tensor copy each way instead of a cast per tensor. The values are autocast's
+own (both ways round to nearest), so training gives the same weights bit for bit (tests/test_working.py); parameters,
+state dict, optimizer and saved files are unchanged. Only without gradient accumulation (the working gradients would
+add up in bf16 where autocast's fp32 gradients add up in fp32). Undone by giving the layers back their class.
 """
 
 from __future__ import annotations
