@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..buckets import batch_longest, choose_buckets, extra_padding
-from .working import collect, refresh, working_modules
+from .working import collect, place, refresh, working_modules
 
 AUTO_BUCKETS = 8  # length buckets where the step is graphed or compiled (each bucket: one graph, or one compile)
 
@@ -139,7 +139,7 @@ class StaticStep(EagerStep):
         tensor_learning_rates(self.optimizer, accelerator.device)
         self.working = working_modules(model)  # [] unless model_changes gave the linear layers working copies
         if self.working:
-            refresh(self.working)  # on the model's device now, from the weights as trained from (after a resume)
+            place(self.working)  # on the model's device now, from the weights as trained from (after a resume)
 
     def backward(self, batch: dict) -> None:
         loss = self.task.compute_loss(self.model, batch)  # []

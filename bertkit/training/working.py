@@ -68,15 +68,19 @@ def working_modules(model: nn.Module) -> list[nn.Module]:
 
 @torch.no_grad()
 def refresh(modules: list[nn.Module]) -> None:
-    """Copy the modules' fp32 parameters onto their working copies (a multi-tensor copy: a few kernels on a GPU);
-    first, copies not on their parameters' device (the model moved since, e.g. by accelerate's `prepare`) are made
-    anew there."""
+    """Copy the modules' fp32 parameters onto their working copies (a multi-tensor copy: a few kernels on a GPU)."""
+    pairs = [(w, p) for m in modules for w, p in zip(m._work, (m.weight, m.bias), strict=True) if p is not None]
+    torch._foreach_copy_([w for w, _ in pairs], [p for _, p in pairs])
+
+
+def place(modules: list[nn.Module]) -> None:
+    """Make anew, on their parameters' device, the working copies that are elsewhere (the model moved since they
+    were made, e.g. by accelerate's `prepare`), then `refresh` them all: for the step that trains with them."""
     for m in modules:
         if m._work[0].device != m.weight.device:
             m._work = tuple(None if p is None else torch.empty_like(p, dtype=w.dtype).requires_grad_()
                             for w, p in zip(m._work, (m.weight, m.bias), strict=True))
-    pairs = [(w, p) for m in modules for w, p in zip(m._work, (m.weight, m.bias), strict=True) if p is not None]
-    torch._foreach_copy_([w for w, _ in pairs], [p for _, p in pairs])
+    refresh(modules)
 
 
 def collect(modules: list[nn.Module]) -> None:
