@@ -4,6 +4,7 @@ run's metrics.json and report.md, positive and below what the machine has."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -92,3 +93,98 @@ def test_gradient_checkpointing_trains_to_the_same_weights(tiny_bert, sst2_dir, 
     a, b = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("plain", "ckpt"))
     for k in a:  # the same dropout masks recomputed (the random state is kept), the same arithmetic up to rounding
         assert torch.allclose(a[k], b[k], atol=1e-5), k
+
+
+def out_of_memory(_=None):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+class FakeGpuMemory:
+    """torch.cuda's peak-memory counters for `plan_cuda` on a CPU: each probe (the real step, on the CPU) peaks at
+    `base + per_example · micro` bytes, or runs out of memory at `oom_from` examples and more."""
+
+    def __init__(self, monkeypatch, base, per_example, oom_from=None):
+        from bertkit.training import budget
+
+        self.peak, self.probed, self.stale = 0, [], []
+        real = budget.probe_step
+
+        def probe(task, model, features, micro, precision, checkpointing):
+            self.probed.append((micro, checkpointing))
+            self.stale.append(any(p.grad is not None for p in model.parameters()))  # a gradient left by the last
+            if oom_from is not None and micro >= oom_from:  # out of memory after a backward (gradients made)
+                loss = task.compute_loss
+                task = SimpleNamespace(collate=task.collate,
+                                       compute_loss=lambda m, b: out_of_memory(loss(m, b).backward()))
+            real(task, model, features, micro, precision, checkpointing)
+            self.peak = base + per_example * micro * (0.5 if checkpointing else 1)
+
+        monkeypatch.setattr(budget, "probe_step", probe)
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: self.peak)
+
+
+@pytest.fixture
+def planned(tiny_bert, sst2_dir, tmp_path):
+    """(task, features, config of batch 8 × accumulation 2) for `plan_cuda`."""
+    from bertkit import SequenceClassification
+
+    cfg = small_config(sst2_dir, tmp_path / "run", batch_size=8, grad_accum=2, max_length=32)
+    train, _, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    return task, task.encode(task.examples(train)), cfg
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("precision, budget_mib, oom_from, micro, accum", [
+    ("fp32", None, None, 16, 1),  # all of it fits: accumulation lowered to 1
+    ("bf16", None, None, 8, 2),  # the same budget, but micro-batch 16 in bf16 would get working copies: over it
+    ("fp32", 100, 8, 4, 4),  # out of memory at 16 and 8
+    ("fp32", 35, None, 2, 8),  # under the budget (with its 95 % margin) from 2 down
+])
+def test_a_gpu_plan_takes_the_largest_micro_batch_under_the_budget(planned, monkeypatch, precision, budget_mib,
+                                                                    oom_from, micro, accum):
+    from bertkit.training.budget import MARGIN, plan_cuda
+    from bertkit.training.working import working_bytes
+
+    task, features, cfg = planned
+    copies = working_bytes(task.model)
+    assert copies > 0
+    memory = FakeGpuMemory(monkeypatch, 20 * MIB, 4 * MIB, oom_from)  # micro-batch 16 peaks at 84 MiB
+    budget = budget_mib * MIB if budget_mib else (84 * MIB + copies / 2) / MARGIN  # fits 16 without copies only
+    new, record = plan_cuda(task, cfg, features, precision, budget, log=lambda m: None)
+    assert (new.batch_size, new.grad_accum) == (record["micro_batch"], record["grad_accum"]) == (micro, accum)
+    assert not new.compute.gradient_checkpointing
+    assert [m for m, _ in memory.probed] == [16, 8, 4, 2, 1][:[16, 8, 4, 2, 1].index(micro) + 1]
+    if oom_from:
+        assert record["measured_gib"]["16"] == record["measured_gib"]["8"] == "out of memory"
+    assert not any(memory.stale) and all(p.grad is None for p in task.model.parameters())  # none left over
+
+
+def test_a_gpu_plan_that_cannot_fit_tries_checkpointing_then_stops(planned, monkeypatch):
+    from bertkit.errors import BertkitError
+    from bertkit.training.budget import plan_cuda
+
+    task, features, cfg = planned
+    memory = FakeGpuMemory(monkeypatch, 20 * MIB, 4 * MIB)
+    with pytest.raises(BertkitError, match=r"--memory-budget 10MB: the run does not fit on the GPU; .*'1c': 0\.021"):
+        plan_cuda(task, cfg.replace("test", memory_budget="10MB"), features, "fp32", 10 * MIB, log=lambda m: None)
+    assert memory.probed == [(m, c) for c in (False, True) for m in (16, 8, 4, 2, 1)]
+    new, _ = plan_cuda(task, cfg, features, "fp32", 24 * MIB, log=lambda m: None)  # 20 + 4·1/2 = 22 MiB fits
+    assert (new.batch_size, new.grad_accum, new.compute.gradient_checkpointing) == (1, 16, True)
+
+
+def test_an_error_other_than_out_of_memory_is_not_a_plan(planned, monkeypatch):
+    from bertkit.training import budget
+
+    task, features, cfg = planned
+
+    def broken(*a):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(budget, "probe_step", broken)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        budget.plan_cuda(task, cfg, features, "fp32", 100 * MIB, log=lambda m: None)

@@ -12,7 +12,15 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from bertkit.training.working import CALLS, WorkingLinear, collect, refresh, working_modules, working_weights
+from bertkit.training.working import (
+    CALLS,
+    WorkingLinear,
+    collect,
+    refresh,
+    working_bytes,
+    working_modules,
+    working_weights,
+)
 
 from .conftest import fit, small_config
 
@@ -99,6 +107,22 @@ def test_the_layers_come_back_when_training_raises_and_a_tied_weight_is_left_alo
         assert type(model.bert.encoder.layer[0].intermediate.dense) is WorkingLinear
         raise RuntimeError("stop")
     assert not any(isinstance(m, WorkingLinear) or hasattr(m, "_work") for m in model.modules())
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_memory_plan_counts_the_bytes_the_copies_take(fused, pair):
+    """`working_bytes` (what a GPU's memory plan adds, budget.py) on the model as the plan sees it: the copies made
+    later, with the fused q/k/v projection or without, and a tied weight (no copy)."""
+    from bertkit.training.qkv import fused_qkv
+
+    _, model = pair
+    model.extra = torch.nn.Linear(64, 32)
+    model.extra.weight = model.bert.encoder.layer[0].output.dense.weight
+    planned = working_bytes(model)
+    with fused_qkv(model, log=lambda m: None) if fused else nullcontext(), working_weights(model) as applied:
+        assert applied
+        made = sum(t.numel() * t.element_size() for m in working_modules(model) for t in m._work if t is not None)
+    assert planned == made > 0
 
 
 def test_the_eager_step_refuses_working_copies(pair):

@@ -11,9 +11,9 @@ the line through the smaller ones predicts it fits:
 
 The largest micro-batch that divides the effective batch and measures under the budget (with a 5 % margin) is
 chosen; without checkpointing first, then with it. A run that cannot fit even one example per step with
-checkpointing stops before training (exit 2) with that configuration's measured need. On a GPU accelerate's
-`find_executable_batch_size` halves the micro-batch from the recipe's until a probe step does not run out of memory
-and stays under the budget (peak allocated by torch).
+checkpointing stops before training (exit 2) with that configuration's measured need. On a GPU the micro-batches are
+probed from the largest down (an out-of-memory error there is an exception, not a killed process) against torch's
+peak allocated memory (`plan_cuda`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ def divisors(n: int) -> list[int]:
 
 
 def probe_step(task, model, features, micro: int, precision: str, checkpointing: bool) -> float:
-    """Peak resident GiB of two training steps (forward, backward, AdamW) of `model` on the `micro` longest
-    features; the model's own weights are a copy's, so the run's model is untouched."""
+    """Peak resident GiB of two training steps (forward, backward, AdamW at a rate of 0) of `model` on the `micro`
+    longest features: a copy of the run's model on a CPU, the run's model on a GPU (left as it was: its weights by the
+    rate, its gradients dropped however the probe ends)."""
     from ..device import autocast
     from .changes import disable_checkpointing, enable_checkpointing
 
@@ -60,6 +61,7 @@ def probe_step(task, model, features, micro: int, precision: str, checkpointing:
             optimizer.zero_grad(set_to_none=True)
         return peak_rss_gib()
     finally:
+        model.zero_grad(set_to_none=True)  # also after an out-of-memory error part way (a GPU's probe)
         if checkpointing:
             disable_checkpointing(model)
         del optimizer
@@ -132,27 +134,52 @@ def _largest_fitting(task, model, features, sizes, precision, checkpointing, lim
 
 
 def plan_cuda(task, cfg, features, precision: str, budget: int, log=print):
-    """On a GPU: accelerate's `find_executable_batch_size` from the recipe's micro-batch down, each size probed for
-    an out-of-memory error and against the budget (torch's peak allocated memory)."""
-    from accelerate.utils import find_executable_batch_size
+    """On a GPU: the micro-batches that divide the effective batch, largest first (without gradient checkpointing,
+    then with it), each probed on the run's model; the first whose step neither runs out of memory (accelerate's
+    `should_reduce_batch_size` knows the error, `clear_device_cache` frees what it left) nor peaks over the budget
+    (torch's peak allocated memory, plus the bf16 working copies a graphed step without accumulation adds) is chosen;
+    none: BertkitError before training."""
+    from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
+
+    from .working import working_bytes
 
     effective = cfg.batch_size * cfg.grad_accum
-    measured = {}
+    limit = budget * MARGIN
+    copies = working_bytes(task.model) if working_copies_possible(cfg, precision) else 0
+    measured: dict[str, float | str] = {}
+    for checkpointing in ([True] if cfg.compute.gradient_checkpointing else [False, True]):
+        key = "c" if checkpointing else ""
+        for micro in reversed(divisors(effective)):
+            clear_device_cache(garbage_collection=True)
+            torch.cuda.reset_peak_memory_stats()
+            try:
+                probe_step(task, task.model, features, micro, precision, checkpointing)
+            except Exception as e:  # out of memory: the next smaller micro-batch
+                if not should_reduce_batch_size(e):
+                    raise
+                measured[f"{micro}{key}"] = "out of memory"
+                continue
+            extra = copies if micro == effective and not checkpointing else 0  # no copies under accumulation
+            peak = torch.cuda.max_memory_allocated() + extra
+            measured[f"{micro}{key}"] = round(peak / GIB, 3)
+            if peak <= limit:
+                log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation "
+                    f"{effective // micro}{' with gradient checkpointing' if checkpointing else ''} (effective batch "
+                    f"{effective}); measured GPU peaks {measured}"
+                    + (f" (with {extra / GIB:.2f} GiB of bf16 working copies)" if extra else ""))
+                new = cfg.replace("--memory-budget", batch_size=micro, grad_accum=effective // micro,
+                                  gradient_checkpointing=checkpointing)
+                return new, {"micro_batch": micro, "grad_accum": effective // micro,
+                             "gradient_checkpointing": checkpointing, "measured_gib": measured}
+    clear_device_cache(garbage_collection=True)
+    raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit on the GPU; measured "
+                       f"peaks (GiB, by micro-batch; c: with gradient checkpointing) {measured} at max_length "
+                       f"{cfg.max_length}")
 
-    @find_executable_batch_size(starting_batch_size=cfg.batch_size)
-    def fits(micro):
-        while effective % micro:
-            micro -= 1
-        torch.cuda.reset_peak_memory_stats()
-        probe_step(task, task.model, features, micro, precision, cfg.compute.gradient_checkpointing)
-        peak = torch.cuda.max_memory_allocated()
-        measured[str(micro)] = round(peak / GIB, 3)
-        if peak > budget * MARGIN:
-            raise torch.cuda.OutOfMemoryError(f"{peak / GIB:.2f} GiB over the budget")  # halves and tries again
-        return micro
 
-    micro = fits()
-    log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation {effective // micro} "
-        f"(effective batch {effective}); measured GPU peaks {measured}")
-    return cfg.replace("--memory-budget", batch_size=micro, grad_accum=effective // micro), {
-        "micro_batch": micro, "grad_accum": effective // micro, "measured_gib": measured}
+def working_copies_possible(cfg, precision: str) -> bool:
+    """Whether a run could train with bf16 working copies (working.py; made for a graphed step in bf16 without
+    accumulation): counted in a GPU plan wherever the step may be graphed, so a run that then trains eagerly is
+    planned for up to their size (2 bytes a linear layer's parameter) more than it uses."""
+    return (precision == "bf16" and cfg.peft.method == "none" and not cfg.compute.compile
+            and cfg.compute.train_step not in ("eager", "static"))

@@ -61,6 +61,12 @@ def _candidates(model: nn.Module) -> list[nn.Module]:
     return chosen
 
 
+def working_bytes(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Bytes of the working copies `working_weights(model, dtype)` makes (for a memory plan)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return sum(p.numel() * size for m in _candidates(model) for p in (m.weight, m.bias) if p is not None)
+
+
 def working_modules(model: nn.Module) -> list[nn.Module]:
     """The modules `working_weights` gave working copies, in model order."""
     return [m for m in model.modules() if getattr(m, "_work", None) is not None]
