@@ -19,8 +19,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
 	touch $@
 
+# The suite in TEST_WORKERS processes (pytest-xdist): on a 2-core machine 2 take a quarter off its time (docs/speed.md).
+TEST_WORKERS ?= 2
+PYTEST := -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
+
 test: setup
-	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(OFFLINE) $(BIN)/python $(PYTEST)
 	$(BIN)/ruff check bertkit tests examples benchmarks
 
 # The suite again on the declared floors (constraints-min.txt pins each; pyproject.toml's `>=` are the same versions),
@@ -32,7 +36,7 @@ $(VENV)-min/.installed: pyproject.toml constraints.txt constraints-min.txt
 	touch $@
 
 test-min: $(VENV)-min/.installed
-	$(OFFLINE) $(VENV)-min/bin/python -m pytest -q -p no:cacheprovider
+	$(OFFLINE) $(VENV)-min/bin/python $(PYTEST)
 
 quickstart: setup
 	$(BIN)/python -m bertkit.quickstart --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)

@@ -109,6 +109,25 @@ def test_bf16_working_weights_train_as_autocasts_casts(tiny_bert, sst2_dir, tmp_
         assert torch.allclose(a[k], b[k], atol=2e-3), k
 
 
+def test_a_memory_budget_on_the_gpu_keeps_the_effective_batch(tiny_bert, sst2_dir, tmp_path):
+    """`--memory-budget` on a GPU (budget.plan_cuda: torch's peak allocated memory, bf16 working copies counted):
+    the recipe's micro-batch under a large budget; under 90 % of its measured peak a smaller one with accumulation,
+    the effective batch kept (tests/test_memory.py checks the search on a CPU with the counters stood in for)."""
+    from bertkit.training.budget import MARGIN
+
+    from .conftest import fit, small_config
+
+    kw = dict(precision="bf16", batch_size=24, max_steps=3, eval_every="100")
+    _, large = fit(tiny_bert, small_config(sst2_dir, tmp_path / "large", memory_budget="16GB", **kw))
+    plan = large["memory"]["budget_plan"]
+    assert (plan["micro_batch"], plan["grad_accum"]) == (24, 1) and large["train"]["examples_seen"] == 3 * 24
+    under = f"{0.9 * plan['measured_gib']['24'] * 1024 / MARGIN:.3f}MB"  # the plan's limit: 90 % of that peak
+    _, small = fit(tiny_bert, small_config(sst2_dir, tmp_path / "small", memory_budget=under, **kw))
+    plan = small["memory"]["budget_plan"]
+    assert plan["micro_batch"] < 24 and plan["micro_batch"] * plan["grad_accum"] == 24, plan
+    assert small["train"]["examples_seen"] == 3 * 24 and small["train"]["steps"] == 3
+
+
 def test_graphed_inference_answers_as_eager(tiny_bert):
     from bertkit import SequenceClassification
     from bertkit.graphs import GraphedForward
