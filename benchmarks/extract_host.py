@@ -9,7 +9,6 @@ On a GPU the host's part is what bounds `extract` (the model forward is a small 
 
 import csv
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -44,4 +43,10 @@ def main(n: int, pool: str) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5000, sys.argv[2] if len(sys.argv) > 2 else "mean")
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sentences", nargs="?", type=int, default=5000, help="SST-2 training sentences (default 5000)")
+    p.add_argument("pool", nargs="?", default="mean", help="the extractor's pool (default mean)")
+    a = p.parse_args()
+    main(a.sentences, a.pool)
