@@ -120,7 +120,8 @@ def test_a_memory_budget_on_the_gpu_keeps_the_effective_batch(tiny_bert, sst2_di
     kw = dict(precision="bf16", batch_size=24, max_steps=3, eval_every="100")
     _, large = fit(tiny_bert, small_config(sst2_dir, tmp_path / "large", memory_budget="16GB", **kw))
     plan = large["memory"]["budget_plan"]
-    assert (plan["micro_batch"], plan["grad_accum"]) == (24, 1) and large["train"]["examples_seen"] == 3 * 24
+    assert plan["device"] == "cuda" and (plan["micro_batch"], plan["grad_accum"]) == (24, 1)
+    assert large["train"]["examples_seen"] == 3 * 24
     under = f"{0.9 * plan['measured_gib']['24'] * 1024 / MARGIN:.3f}MB"  # the plan's limit: 90 % of that peak
     _, small = fit(tiny_bert, small_config(sst2_dir, tmp_path / "small", memory_budget=under, **kw))
     plan = small["memory"]["budget_plan"]

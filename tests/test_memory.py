@@ -136,6 +136,7 @@ def planned(tiny_bert, sst2_dir, tmp_path):
 
 
 MIB = 2**20
+CPU = torch.device("cpu")  # where the stood-in GPU probes run
 
 
 @pytest.mark.parametrize("precision, budget_mib, oom_from, micro, accum", [
@@ -154,7 +155,7 @@ def test_a_gpu_plan_takes_the_largest_micro_batch_under_the_budget(planned, monk
     assert copies > 0
     memory = FakeGpuMemory(monkeypatch, 20 * MIB, 4 * MIB, oom_from)  # micro-batch 16 peaks at 84 MiB
     budget = budget_mib * MIB if budget_mib else (84 * MIB + copies / 2) / MARGIN  # fits 16 without copies only
-    new, record = plan_cuda(task, cfg, features, precision, budget, log=lambda m: None)
+    new, record = plan_cuda(task, cfg, features, precision, budget, CPU, log=lambda m: None)
     assert (new.batch_size, new.grad_accum) == (record["micro_batch"], record["grad_accum"]) == (micro, accum)
     assert not new.compute.gradient_checkpointing
     assert [m for m, _ in memory.probed] == [16, 8, 4, 2, 1][:[16, 8, 4, 2, 1].index(micro) + 1]
@@ -170,9 +171,10 @@ def test_a_gpu_plan_that_cannot_fit_tries_checkpointing_then_stops(planned, monk
     task, features, cfg = planned
     memory = FakeGpuMemory(monkeypatch, 20 * MIB, 4 * MIB)
     with pytest.raises(BertkitError, match=r"--memory-budget 10MB: the run does not fit on the GPU; .*'1c': 0\.021"):
-        plan_cuda(task, cfg.replace("test", memory_budget="10MB"), features, "fp32", 10 * MIB, log=lambda m: None)
+        plan_cuda(task, cfg.replace("test", memory_budget="10MB"), features, "fp32", 10 * MIB, CPU,
+                  log=lambda m: None)
     assert memory.probed == [(m, c) for c in (False, True) for m in (16, 8, 4, 2, 1)]
-    new, _ = plan_cuda(task, cfg, features, "fp32", 24 * MIB, log=lambda m: None)  # 20 + 4·1/2 = 22 MiB fits
+    new, _ = plan_cuda(task, cfg, features, "fp32", 24 * MIB, CPU, log=lambda m: None)  # 20 + 4·1/2 = 22 MiB fits
     assert (new.batch_size, new.grad_accum, new.compute.gradient_checkpointing) == (1, 16, True)
 
 
@@ -187,4 +189,16 @@ def test_an_error_other_than_out_of_memory_is_not_a_plan(planned, monkeypatch):
     monkeypatch.setattr(budget, "probe_step", broken)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        budget.plan_cuda(task, cfg, features, "fp32", 100 * MIB, log=lambda m: None)
+        budget.plan_cuda(task, cfg, features, "fp32", 100 * MIB, CPU, log=lambda m: None)
+
+
+def test_a_gpu_run_is_planned_on_the_gpu(planned, monkeypatch):
+    """The plan follows the accelerator's device, not the model's (still on the CPU before accelerate prepares it)."""
+    from bertkit.training import budget
+
+    task, features, cfg = planned
+    calls = []
+    monkeypatch.setattr(budget, "plan_cuda", lambda *args: calls.append(args[5]) or ("planned", {}))
+    cfg = cfg.replace("test", memory_budget="1GB")
+    assert budget.plan(task, cfg, features, "fp32", torch.device("cuda", 0), False) == ("planned", {})
+    assert calls == [torch.device("cuda", 0)] and next(task.model.parameters()).device.type == "cpu"

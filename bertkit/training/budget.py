@@ -67,16 +67,17 @@ def probe_step(task, model, features, micro: int, precision: str, checkpointing:
         del optimizer
 
 
-def plan(task, cfg, features, precision: str, cpu: bool, log=print):
+def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, log=print):
     """(the config to train with, what was measured): micro-batch, accumulation and checkpointing that fit
-    `cfg.compute.memory_budget`, or BertkitError before training. The probe draws no number from the run's random
-    generators, and trains a copy of the model with the run's model changes (CPU speed-ups included), not the model."""
+    `cfg.compute.memory_budget` on `device` (the accelerator's: the model is still on the CPU before accelerate
+    prepares it), or BertkitError before training. The probe draws no number from the run's random generators; on a
+    CPU it trains a copy of the model with the run's model changes (CPU speed-ups included), not the model."""
     from .changes import model_changes
 
     budget = parse_size(cfg.compute.memory_budget)
-    if torch.cuda.is_available() and next(task.model.parameters()).is_cuda:
+    if device.type == "cuda":
         with torch.random.fork_rng():
-            return plan_cuda(task, cfg, features, precision, budget, log)
+            return plan_cuda(task, cfg, features, precision, budget, device, log)
     effective = cfg.batch_size * cfg.grad_accum
     sizes = divisors(effective)
     limit = budget / GIB * MARGIN
@@ -103,8 +104,8 @@ def plan(task, cfg, features, precision: str, cpu: bool, log=print):
         + ", ".join(f"{k} {v:.2f} GiB" for k, v in measured.items()) + f" in a {seconds:.0f} s probe")
     new = cfg.replace("--memory-budget", batch_size=micro, grad_accum=effective // micro,
                       gradient_checkpointing=checkpointing)
-    return new, {"micro_batch": micro, "grad_accum": effective // micro, "gradient_checkpointing": checkpointing,
-                 "measured_gib": measured, "probe_seconds": round(seconds, 1)}
+    return new, {"device": "cpu", "micro_batch": micro, "grad_accum": effective // micro,
+                 "gradient_checkpointing": checkpointing, "measured_gib": measured, "probe_seconds": round(seconds, 1)}
 
 
 def _largest_fitting(task, model, features, sizes, precision, checkpointing, limit, measured):
@@ -133,16 +134,17 @@ def _largest_fitting(task, model, features, sizes, precision, checkpointing, lim
     return (best, checkpointing)
 
 
-def plan_cuda(task, cfg, features, precision: str, budget: int, log=print):
+def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.device, log=print):
     """On a GPU: the micro-batches that divide the effective batch, largest first (without gradient checkpointing,
-    then with it), each probed on the run's model; the first whose step neither runs out of memory (accelerate's
-    `should_reduce_batch_size` knows the error, `clear_device_cache` frees what it left) nor peaks over the budget
-    (torch's peak allocated memory, plus the bf16 working copies a graphed step without accumulation adds) is chosen;
-    none: BertkitError before training."""
+    then with it), each probed on the run's model, moved to `device`; the first whose step neither runs out of memory
+    (accelerate's `should_reduce_batch_size` knows the error, `clear_device_cache` frees what it left) nor peaks over
+    the budget (torch's peak allocated memory, plus the bf16 working copies a graphed step without accumulation adds)
+    is chosen; none: BertkitError before training."""
     from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
 
     from .working import working_bytes
 
+    task.model.to(device)  # where accelerate's `prepare` puts it
     effective = cfg.batch_size * cfg.grad_accum
     limit = budget * MARGIN
     copies = working_bytes(task.model) if working_copies_possible(cfg, precision) else 0
@@ -163,13 +165,14 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, log=print):
             peak = torch.cuda.max_memory_allocated() + extra
             measured[f"{micro}{key}"] = round(peak / GIB, 3)
             if peak <= limit:
+                clear_device_cache(garbage_collection=True)
                 log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation "
                     f"{effective // micro}{' with gradient checkpointing' if checkpointing else ''} (effective batch "
                     f"{effective}); measured GPU peaks {measured}"
                     + (f" (with {extra / GIB:.2f} GiB of bf16 working copies)" if extra else ""))
                 new = cfg.replace("--memory-budget", batch_size=micro, grad_accum=effective // micro,
                                   gradient_checkpointing=checkpointing)
-                return new, {"micro_batch": micro, "grad_accum": effective // micro,
+                return new, {"device": "cuda", "micro_batch": micro, "grad_accum": effective // micro,
                              "gradient_checkpointing": checkpointing, "measured_gib": measured}
     clear_device_cache(garbage_collection=True)
     raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit on the GPU; measured "

@@ -148,7 +148,8 @@ class Trainer:
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
             from .budget import plan
 
-            self.cfg, self.budget_plan = plan(self.task, cfg, features, self.precision, cpu, self.log)
+            self.cfg, self.budget_plan = plan(self.task, cfg, features, self.precision, acc.device, cpu,
+                                                  self.log)
             cfg = self.cfg
         acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
         self._n_train = len(train)
