@@ -218,3 +218,38 @@ def test_fsdp_trains_as_ddp_does_saves_plain_weights_and_resumes(tiny_bert, tmp_
     ok(launch_fsdp(finetune_args(tiny_bert, data, cut, *options, "--resume")))
     c = load_file(cut / "model.safetensors")
     assert all((a[k] == c[k]).all() for k in a)
+
+
+# --- a memory budget in two processes ----------------------------------------------------------------------------
+DIFFERENT_PLANS = """
+import os, sys
+from bertkit.cli import main
+from bertkit.training import budget, loop
+
+rank = os.environ["RANK"]
+budget._largest_fitting = lambda *args: (4 if rank == "0" else 8, False)  # the two processes' probes disagree
+train_loader = loop.train_loader
+
+
+def spy(features, task, batch_size, *args):  # the micro-batch each process trains
+    print(f"rank {rank} trains micro-batches of {batch_size}", file=sys.stderr, flush=True)
+    return train_loader(features, task, batch_size, *args)
+
+
+loop.train_loader = spy
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_processes_whose_memory_probes_disagree_train_the_main_processs_plan(tiny_bert, tmp_path):
+    data = write_sst2(tmp_path / "sst2", n_train=128, n_dev=21)
+    driver, out = tmp_path / "different_plans.py", tmp_path / "run"
+    driver.write_text(DIFFERENT_PLANS)
+    results = launch(finetune_args(tiny_bert, data, out, "--memory-budget", "16GB", "--max-steps", "3"),
+                     driver=str(driver), timeout=180)
+    ok(results)
+    assert [f"rank {r} trains micro-batches of 4" in results[r].stderr for r in (0, 1)] == [True, True]
+    assert "memory budget 16GB: micro-batch 4 × accumulation 2" in results[0].stderr
+    train = json.loads((out / "metrics.json").read_text())["train"]
+    assert train["steps"] == 3 and train["examples_seen"] == 3 * 8 * 2  # 3 steps × effective batch × 2 processes
+    assert "batch_size: 4\ngrad_accum: 2\n" in (out / "config.yaml").read_text()

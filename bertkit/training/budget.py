@@ -67,6 +67,22 @@ def probe_step(task, model, features, micro: int, precision: str, checkpointing:
         del optimizer
 
 
+def agreed_plan(state, *args, **kw):
+    """`plan(*args, **kw)` in every process, then the main process's plan (or its error) taken by all: processes whose
+    probes measured differently would otherwise train different micro-batches, and their gradient all-reduces would
+    not pair up (a collective: every process calls it)."""
+    from . import launch
+
+    try:
+        result = plan(*args, **kw)
+    except BertkitError as e:
+        result = e
+    result = launch.main_value(state, result)
+    if isinstance(result, BertkitError):
+        raise result
+    return result
+
+
 def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, log=print):
     """(the config to train with, what was measured): micro-batch, accumulation and checkpointing that fit
     `cfg.compute.memory_budget` on `device` (the accelerator's: the model is still on the CPU before accelerate

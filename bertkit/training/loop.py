@@ -146,10 +146,10 @@ class Trainer:
         cpu, gpu = unsharded and acc.device.type == "cpu", unsharded and acc.device.type == "cuda"
         self.budget_plan = None
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
-            from .budget import plan
+            from .budget import agreed_plan
 
-            self.cfg, self.budget_plan = plan(self.task, cfg, features, self.precision, acc.device, cpu,
-                                                  self.log)
+            self.cfg, self.budget_plan = agreed_plan(acc.state, self.task, cfg, features, self.precision, acc.device,
+                                                     cpu, self.log)
             cfg = self.cfg
         acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
         self._n_train = len(train)
