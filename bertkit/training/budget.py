@@ -69,8 +69,9 @@ def probe_step(task, model, features, micro: int, precision: str, checkpointing:
 
 def agreed_plan(state, *args, **kw):
     """`plan(*args, **kw)` in every process, then the main process's plan (or its error) taken by all: processes whose
-    probes measured differently would otherwise train different micro-batches, and their gradient all-reduces would
-    not pair up (a collective: every process calls it)."""
+    probes measured differently would otherwise train different micro-batches (the same effective batch and steps,
+    but data sharded by different batch sizes, and the resolved config true of the main process only). A collective:
+    every process calls it."""
     from . import launch
 
     try:
