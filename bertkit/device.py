@@ -142,6 +142,6 @@ def probe_forward(model) -> None:
     encoder = getattr(model, "base_model", model)
     was_training = encoder.training
     ids = probe_ids(model, next(model.parameters()).device)  # [1, 8]
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    with torch.random.fork_rng(devices=[ids.device] if ids.is_cuda else []), torch.no_grad():
         encoder.train()(input_ids=ids, attention_mask=torch.ones_like(ids))
     encoder.train(was_training)

@@ -151,6 +151,12 @@ def test_weighted_loss_is_torch_weighted_loss(tiny_bert, cls, labels, loss):
         unweighted = clf.model(**batch).loss  # the model's own (unweighted) loss
     expected = loss(torch.tensor([1.0, 4.0]))(logits, batch["labels"])
     assert weighted.item() == pytest.approx(expected.item(), rel=1e-6) and weighted.item() != unweighted.item()
+    # the weights tensor is made once per device (a host copy every step cannot be captured in a CUDA graph), and
+    # anew when the weights change
+    made = clf._weights_on(torch.device("cpu"))
+    assert clf._weights_on(torch.device("cpu")) is made
+    clf.class_weights = [2.0, 1.0]
+    assert clf._weights_on(torch.device("cpu")).tolist() == [2.0, 1.0]
 
 
 def test_balanced_class_weights_are_recorded_as_numbers(tiny_bert, tmp_path):

@@ -315,8 +315,15 @@ class SequenceClassification(Task):
         if self.class_weights is None:
             return model(**batch).loss
         logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float()  # [batch, num_labels]
-        weights = torch.tensor(self.class_weights, device=logits.device)  # [num_labels]
-        return self._weighted_loss(logits, batch["labels"], weights)
+        return self._weighted_loss(logits, batch["labels"], self._weights_on(logits.device))
+
+    def _weights_on(self, device: torch.device) -> torch.Tensor:
+        """The class weights ([num_labels]) on `device`, made once: a copy from the host at every step would make a
+        GPU wait for it, and cannot be captured in a CUDA graph (the graphed step would run eagerly)."""
+        key = (device, tuple(self.class_weights))
+        if vars(self).get("_weights", (None,))[0] != key:
+            self._weights = (key, torch.tensor(self.class_weights, device=device))
+        return self._weights[1]
 
     # --- answers ---------------------------------------------------------------------------------------------
     def logits(self, outputs: list[dict], features: datasets.Dataset, num_examples: int) -> np.ndarray:

@@ -157,11 +157,22 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.de
     (accelerate's `should_reduce_batch_size` knows the error, `clear_device_cache` frees what it left) nor peaks over
     the budget (torch's peak allocated memory, plus the bf16 working copies a graphed step without accumulation adds)
     is chosen; none: BertkitError before training."""
+    from accelerate.utils.memory import clear_device_cache
+
+    home = next(task.model.parameters()).device  # the CPU: accelerate's `prepare` moves the model later
+    task.model.to(device)
+    try:
+        return _plan_cuda(task, cfg, features, precision, budget, log)
+    finally:  # back where it was: the model changes then draw from the CPU's generator, as without a budget
+        task.model.to(home)
+        clear_device_cache(garbage_collection=True)
+
+
+def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
     from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
 
     from .working import working_bytes
 
-    task.model.to(device)  # where accelerate's `prepare` puts it
     effective = cfg.batch_size * cfg.grad_accum
     limit = budget * MARGIN
     copies = working_bytes(task.model) if working_copies_possible(cfg, precision) else 0
@@ -182,7 +193,6 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.de
             peak = torch.cuda.max_memory_allocated() + extra
             measured[f"{micro}{key}"] = round(peak / GIB, 3)
             if peak <= limit:
-                clear_device_cache(garbage_collection=True)
                 log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation "
                     f"{effective // micro}{' with gradient checkpointing' if checkpointing else ''} (effective batch "
                     f"{effective}); measured GPU peaks {measured}"
@@ -191,7 +201,6 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.de
                                   gradient_checkpointing=checkpointing)
                 return new, {"device": "cuda", "micro_batch": micro, "grad_accum": effective // micro,
                              "gradient_checkpointing": checkpointing, "measured_gib": measured}
-    clear_device_cache(garbage_collection=True)
     raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit on the GPU; measured "
                        f"peaks (GiB, by micro-batch; c: with gradient checkpointing) {measured} at max_length "
                        f"{cfg.max_length}")
