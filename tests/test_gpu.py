@@ -109,6 +109,20 @@ def test_bf16_working_weights_train_as_autocasts_casts(tiny_bert, sst2_dir, tmp_
         assert torch.allclose(a[k], b[k], atol=2e-3), k
 
 
+def test_a_class_weighted_loss_is_captured(tiny_bert, sst2_dir, tmp_path):
+    """With class weights the graphed step still replays (their tensor is made once, not copied from the host at
+    every step, which a capture refuses)."""
+    from bertkit import SequenceClassification, Trainer
+
+    from .conftest import small_config
+
+    cfg = small_config(sst2_dir, tmp_path / "run", precision="bf16", batch_size=24, max_steps=30, eval_every="100")
+    train, evals, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names, class_weights=[1.0, 2.0])
+    step = Trainer(task, cfg).fit(train, evals)["train"]["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 15, step
+
+
 def test_a_memory_budget_on_the_gpu_keeps_the_effective_batch(tiny_bert, sst2_dir, tmp_path):
     """`--memory-budget` on a GPU (budget.plan_cuda: torch's peak allocated memory, bf16 working copies counted):
     the recipe's micro-batch under a large budget; under 90 % of its measured peak a smaller one with accumulation,
