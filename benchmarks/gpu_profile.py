@@ -149,7 +149,9 @@ def finetune_args(a) -> list[str]:
 
 ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "whole": {},  # as bertkit runs: a whole-step graph a shape, clipping inside the fused AdamW
-    "split": {"split_graphs": True},  # forward + backward graphs beside an update graph, as under accumulation
+    # forward + backward graphs beside an update graph, as under accumulation, where there are no working copies
+    # (the update graph reads their gradients at one shape's addresses): compare with "nowork"
+    "split": {"split_graphs": True, "no_working_weights": True},
     "nofold": {"no_fold_clip": True},  # the gradients scaled by the clipping coefficient before AdamW
     "noqkv": {"no_fused_qkv": True},  # query, key and value projected by three matmuls, not one
     "nowork": {"no_working_weights": True},  # no bf16 working copies: autocast casts each weight and gradient

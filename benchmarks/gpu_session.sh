@@ -31,8 +31,8 @@ for s in $STEPS; do
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$OUT/profile-$n/profile.txt" 2>/dev/null || tail -5 "$OUT/profile-$n.log"; done;;
     ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls; no working weights"
-        timeout 270 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 500 \
-          --arms whole,split,nofold,noqkv,nowork \
+        timeout 270 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 400 \
+          --arms whole,nowork,split,nofold,noqkv \
           --rounds 2 >"$OUT/ab-bert-base.log" 2>&1; echo "rc=$?"; grep "^ab " "$OUT/ab-bert-base.log"
         say "ab minilm: training data from workers, on the device"
         timeout 120 python3 benchmarks/gpu_profile.py --model minilm-l6 --warm 300 --steps 900 --arms data-off,data-on \

@@ -57,7 +57,7 @@ class Compute:
                                               "data to add the fewest padded positions (the training line says how "
                                               "many); 0: each batch to its longest row. Default: 8 where each shape "
                                               "costs a capture or a compile (a graphed step, --compile), else 0.")
-    device_data: str = option("off", "Where training batches come from. off: collated per batch (on a GPU by two "
+    device_data: str = option("auto", "Where training batches come from. off: collated per batch (on a GPU by two "
                                      "worker processes); auto: on one CUDA device, gathered from the training set "
                                      "collated onto it once (when it takes at most a tenth of the free memory and its "
                                      "first batches equal the collate's), else collated per batch; on: gathered on "
