@@ -15,11 +15,10 @@ traffic help); one whose loop takes much longer is bound by the host. The report
 --split-graphs takes, with no accumulation, the graphs an accumulating run takes (forward + backward per shape, and
 one update graph) instead of one whole-step graph per shape; --no-fold-clip scales the gradients before AdamW (as
 the eager step does) instead of inside the fused AdamW; --no-fused-qkv keeps BERT's three query, key and value
-matmuls; --no-working-weights lets autocast cast the linear layers' fp32 weights (and their gradients back) per
-tensor instead of bf16 working copies; --no-profile times the loop alone; --finetune-args adds
+matmuls; --no-profile times the loop alone; --finetune-args adds
 flags (e.g. '--device-data on'). `--arms whole,split,nofold --rounds 2` alternates such runs in this one process
 (benchmarks/gpu_session.sh, step `ab`): the A/Bs of the whole-step graph, of clipping inside AdamW, of the fused
-query/key/value projection, of bf16 working weights and of data resident on the device.
+query/key/value projection and of data resident on the device.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ def run(a) -> dict | None:
     """One `bertkit finetune sst2` run in this process with the A/B switches of `a` in force for it alone; its
     report, or None when it failed or ended before the measured steps."""
     from bertkit.cli import main as cli
-    from bertkit.training import graphed, loop, qkv, working
+    from bertkit.training import graphed, loop, qkv
 
     report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
     window = {"start": a.warm, "end": a.warm + a.steps}
@@ -127,8 +126,6 @@ def run(a) -> dict | None:
             patches.enter_context(mock.patch.object(graphed, "fold_clipping", lambda optimizer: False))
         if a.no_fused_qkv:  # BERT's three projections as the model has them
             patches.enter_context(mock.patch.object(qkv, "_attentions", lambda model: []))
-        if a.no_working_weights:  # autocast's cast of each fp32 weight at each forward (and of its gradient back)
-            patches.enter_context(mock.patch.object(working, "_candidates", lambda model: []))
         rc = cli(finetune_args(a))
     if rc != 0 or "loop_ms_per_step" not in report:
         return None
@@ -149,12 +146,9 @@ def finetune_args(a) -> list[str]:
 
 ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "whole": {},  # as bertkit runs: a whole-step graph a shape, clipping inside the fused AdamW
-    # forward + backward graphs beside an update graph, as under accumulation, where there are no working copies
-    # (the update graph reads their gradients at one shape's addresses): compare with "nowork"
-    "split": {"split_graphs": True, "no_working_weights": True},
+    "split": {"split_graphs": True},  # forward + backward graphs beside an update graph, as under accumulation
     "nofold": {"no_fold_clip": True},  # the gradients scaled by the clipping coefficient before AdamW
     "noqkv": {"no_fused_qkv": True},  # query, key and value projected by three matmuls, not one
-    "nowork": {"no_working_weights": True},  # no bf16 working copies: autocast casts each weight and gradient
     "data-on": {"device_data": "on"},  # the training set collated once on the device
     "data-off": {"device_data": "off"},  # batches from worker processes
 }
@@ -233,8 +227,6 @@ if __name__ == "__main__":
     p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
     p.add_argument("--no-fold-clip", action="store_true", help="clip before AdamW, not inside it (an A/B's side)")
     p.add_argument("--no-fused-qkv", action="store_true", help="three query/key/value matmuls (an A/B's side)")
-    p.add_argument("--no-working-weights", action="store_true", help="autocast's casts, not bf16 working copies "
-                                                                      "(an A/B's side)")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--arms", default="", help=f"an A/B in one process: arms in turn, e.g. whole,split,nofold "
                                               f"(of {', '.join(ARMS)}); the loop timed alone")

@@ -11,7 +11,7 @@
 #   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
-#            clipping before AdamW, three q/k/v matmuls and autocast's casts (no bf16 working weights); MiniLM,
+#            clipping before AdamW and three q/k/v matmuls; MiniLM,
 #            data on the device against workers                                                     ≤ 390 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
@@ -30,9 +30,9 @@ for s in $STEPS; do
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$OUT/profile-$n/profile.txt" 2>/dev/null || tail -5 "$OUT/profile-$n.log"; done;;
-    ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls; no working weights"
+    ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls"
         timeout 270 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 400 \
-          --arms whole,nowork,split,nofold,noqkv \
+          --arms whole,split,nofold,noqkv \
           --rounds 2 >"$OUT/ab-bert-base.log" 2>&1; echo "rc=$?"; grep "^ab " "$OUT/ab-bert-base.log"
         say "ab minilm: training data from workers, on the device"
         timeout 120 python3 benchmarks/gpu_profile.py --model minilm-l6 --warm 300 --steps 900 --arms data-off,data-on \

@@ -83,32 +83,6 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
         assert torch.allclose(a[k], b[k], atol=1e-4), k
 
 
-def test_bf16_working_weights_train_as_autocasts_casts(tiny_bert, sst2_dir, tmp_path, capsys, monkeypatch):
-    """A graphed bf16 run whose linear layers compute with bf16 working copies (working.py; their gradients moved
-    and the copies refreshed inside the captured step) against one without them: the same weights, up to the kernels'
-    own rounding."""
-    from safetensors.torch import load_file
-
-    from bertkit.training import working
-
-    from .conftest import fit, small_config
-
-    runs = {}
-    for kind in ("working", "plain"):
-        if kind == "plain":
-            monkeypatch.setattr(working, "_candidates", lambda model: [])
-        runs[kind] = tmp_path / kind
-        _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], precision="bf16", batch_size=24, max_steps=30,
-                                                dropout=0.0, attention_dropout=0.0, eval_every="100"))
-        step = result["train"]["step"]
-        assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 15
-        line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("training:"))
-        assert ("bfloat16_working_weights" in line) == (kind == "working"), line
-    a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
-    for k in a:
-        assert torch.allclose(a[k], b[k], atol=2e-3), k
-
-
 def test_a_class_weighted_loss_is_captured(tiny_bert, sst2_dir, tmp_path):
     """With class weights the graphed step still replays (their tensor is made once, not copied from the host at
     every step, which a capture refuses)."""

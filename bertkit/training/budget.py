@@ -155,8 +155,7 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.de
     """On a GPU: the micro-batches that divide the effective batch, largest first (without gradient checkpointing,
     then with it), each probed on the run's model, moved to `device`; the first whose step neither runs out of memory
     (accelerate's `should_reduce_batch_size` knows the error, `clear_device_cache` frees what it left) nor peaks over
-    the budget (torch's peak allocated memory, plus the bf16 working copies a graphed step without accumulation adds)
-    is chosen; none: BertkitError before training."""
+    the budget (torch's peak allocated memory) is chosen; none: BertkitError before training."""
     from accelerate.utils.memory import clear_device_cache
 
     home = next(task.model.parameters()).device  # the CPU: accelerate's `prepare` moves the model later
@@ -171,11 +170,8 @@ def plan_cuda(task, cfg, features, precision: str, budget: int, device: torch.de
 def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
     from accelerate.utils.memory import clear_device_cache, should_reduce_batch_size
 
-    from .working import working_bytes
-
     effective = cfg.batch_size * cfg.grad_accum
     limit = budget * MARGIN
-    copies = working_bytes(task.model) if working_copies_possible(cfg, precision) else 0
     measured: dict[str, float | str] = {}
     for checkpointing in ([True] if cfg.compute.gradient_checkpointing else [False, True]):
         key = "c" if checkpointing else ""
@@ -189,14 +185,12 @@ def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
                     raise
                 measured[f"{micro}{key}"] = "out of memory"
                 continue
-            extra = copies if micro == effective and not checkpointing else 0  # no copies under accumulation
-            peak = torch.cuda.max_memory_allocated() + extra
+            peak = torch.cuda.max_memory_allocated()
             measured[f"{micro}{key}"] = round(peak / GIB, 3)
             if peak <= limit:
                 log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation "
                     f"{effective // micro}{' with gradient checkpointing' if checkpointing else ''} (effective batch "
-                    f"{effective}); measured GPU peaks {measured}"
-                    + (f" (with {extra / GIB:.2f} GiB of bf16 working copies)" if extra else ""))
+                    f"{effective}); measured GPU peaks {measured}")
                 new = cfg.replace("--memory-budget", batch_size=micro, grad_accum=effective // micro,
                                   gradient_checkpointing=checkpointing)
                 return new, {"device": "cuda", "micro_batch": micro, "grad_accum": effective // micro,
@@ -205,10 +199,3 @@ def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
                        f"peaks (GiB, by micro-batch; c: with gradient checkpointing) {measured} at max_length "
                        f"{cfg.max_length}")
 
-
-def working_copies_possible(cfg, precision: str) -> bool:
-    """Whether a run could train with bf16 working copies (working.py; made for a graphed step in bf16 without
-    accumulation): counted in a GPU plan wherever the step may be graphed, so a run that then trains eagerly is
-    planned for up to their size (2 bytes a linear layer's parameter) more than it uses."""
-    return (precision == "bf16" and cfg.peft.method == "none" and not cfg.compute.compile
-            and cfg.compute.train_step not in ("eager", "static"))

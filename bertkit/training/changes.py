@@ -19,13 +19,9 @@ What it changes, in this order (the order fixes which random numbers each one dr
 6. on a GPU, not sharded, without peft or --compile: BERT's query, key and value projected by one matmul
    (`qkv.fused_qkv`: the same parameters, fewer and larger kernels), checked to have taken effect; undone: the
    model's own linears again;
-7. on a GPU whose step is graphed, in bf16 without gradient accumulation: bf16 working copies of the linear layers'
-   weights (`working.working_weights`: one multi-tensor copy each way a step instead of autocast's cast per tensor),
-   checked to have taken effect; undone: the layers' own class again;
-8. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
+7. `--peft lora|ia3`: the model wrapped by peft (`lora.py`); undone: the model again (merged with the adapter when
    training finished), every parameter trainable as before.
-Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention), and the
-multi-tensor `torch._foreach_copy_` that torch's own optimizers use (for the working copies). The
+Only public interfaces of torch and transformers are used (`set_attn_implementation` for the attention). The
 autocast wrapper accelerate sets as the prepared model's `forward` (mixed precision) is taken off by
 `restore_forward`, not by accelerate's `unwrap_model(keep_fp32_wrapper=False)`: that one unwraps through
 transformers' own decorators of `forward` too, leaving another function than the class's
@@ -99,13 +95,11 @@ def disable_checkpointing(model) -> None:
 
 
 @contextmanager
-def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=print, gpu: bool = False,
-                  graphed: bool = False):
-    """Apply the changes `cfg` asks for to `task.model` (module docstring); yield the names of those that took effect;
-    undo them on exit, also when the block raises. `cpu` (`gpu`): the model trains on a CPU (a CUDA GPU), unsharded;
-    `graphed`: by the graphed step. With peft, `task.model` is the wrapped model inside the block; on exit it is the
-    model again: merged with the trained adapter where the block merged it (`lora.merged`), else unwrapped without
-    merging."""
+def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=print, gpu: bool = False):
+    """Apply the changes `cfg` asks for to `task.model` (module docstring); yield the names of those that took
+    effect; undo them on exit, also when the block raises. `cpu` (`gpu`): the model trains on a CPU (a CUDA GPU),
+    unsharded. With peft, `task.model` is the wrapped model inside the block; on exit it is the model again: merged
+    with the trained adapter where the block merged it (`lora.merged`), else unwrapped without merging."""
     model = task.model
     applied = []
     with ExitStack() as undo:
@@ -145,10 +139,6 @@ def model_changes(task, cfg, cpu: bool = False, precision: str = "fp32", log=pri
             from .qkv import fused_qkv
 
             applied += undo.enter_context(fused_qkv(model, log))
-        if graphed and precision == "bf16" and cfg.grad_accum == 1 and cfg.peft.method == "none":
-            from .working import working_weights
-
-            applied += undo.enter_context(working_weights(model, log=log))
         if cfg.peft.method != "none":
             from . import lora
 

@@ -6,16 +6,14 @@ the GPU spends on the work (docs/speed.md, "On one GPU").
 
 How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a side stream (cuBLAS workspaces, lazy
 optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
-replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that pool:
-backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros; the fused AdamW clips them
-as it reads them (`fold_clipping`: one read of them fewer than scaling them first). In bf16 the linear layers compute
-with bf16 working copies of their weights (working.py), whose gradients the graph moves onto the fp32 parameters and
-which it refreshes after AdamW: a multi-tensor copy each way instead of a cast per tensor. What a graph keeps between
-replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor learning
-rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from the CUDA
-generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different masks). A
-batch of another size (an epoch's last, short one) runs the same step eagerly. If a capture fails (a model that reads a
-value on the host), the run goes on eagerly with the same step and says why once.
+replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that
+pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros; the fused AdamW
+clips them as it reads them (`fold_clipping`: one read of them fewer than scaling them first). What a graph keeps
+between replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor
+learning rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from
+the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different
+masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a capture fails (a model
+that reads a value on the host), the run goes on eagerly with the same step and says why once.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from collections import Counter
 
 from ..graphs import GraphCapture, signature
 from .step import StaticStep, fold_clipping
-from .working import drop_gradients
 
 WARMUP = 2  # eager runs of a shape before it is captured
 
@@ -112,7 +109,6 @@ class GraphedStep(StaticStep):
         except Exception as e:  # noqa: BLE001 - any failure: the eager step is always right
             if not self.keep_gradients:  # a backward captured before the failure left gradients no kernel filled
                 self.optimizer.zero_grad(set_to_none=True)
-            drop_gradients(self.working)  # (those of the working copies, always dropped after a step)
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here")
             return None

@@ -168,8 +168,7 @@ class Trainer:
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         self._restore_forward = None
         try:
-            graphed = gpu and self.step_plan.kind == "graphed"
-            with model_changes(self.task, cfg, cpu, self.precision, self.log, gpu, graphed) as applied:
+            with model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self._applied = applied
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"

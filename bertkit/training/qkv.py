@@ -21,7 +21,6 @@ import torch
 from torch import nn
 
 from ..device import probe_forward
-from .working import weights
 
 CALLS = {"fused": 0}  # fused projections computed (eager calls; a captured graph replays them uncounted)
 NAMES = ("query", "key", "value")
@@ -30,8 +29,6 @@ NAMES = ("query", "key", "value")
 class Projection(nn.Module):
     """One of a self-attention's query, key and value linears (`index` 0, 1, 2), with that linear's own parameters;
     the three share `group`: {"parts": the three Projections, "input": x, "out": the three parts of x}."""
-
-    computes_through_weights = True  # with bf16 working copies where training gives them (working.py)
 
     def __init__(self, linear: nn.Linear, index: int, group: dict):
         super().__init__()
@@ -43,15 +40,14 @@ class Projection(nn.Module):
         group = self._group
         if self.index == 0:
             parts = group["parts"]
-            pairs = [weights(p, x) for p in parts]  # bf16 working copies where training has them (working.py)
-            weight = torch.cat([w for w, _ in pairs])  # [3·hidden, hidden]
-            bias = torch.cat([b for _, b in pairs])  # [3·hidden]
+            weight = torch.cat([p.weight for p in parts])  # [3·hidden, hidden]
+            bias = torch.cat([p.bias for p in parts])  # [3·hidden]
             out = nn.functional.linear(x, weight, bias)  # [..., 3·hidden]
             group["input"], group["out"] = x, out.split([p.out_features for p in parts], dim=-1)
             if not torch.compiler.is_compiling():
                 CALLS["fused"] += 1
         if group["input"] is not x:  # not the query's input (no self-attention here): the plain linear
-            return nn.functional.linear(x, *weights(self, x))
+            return nn.functional.linear(x, self.weight, self.bias)
         out = group["out"][self.index]  # [..., hidden], a view of the fused output
         if self.index == len(NAMES) - 1:
             group["input"] = group["out"] = None  # hold no activations past the layer

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from ..buckets import batch_longest, choose_buckets, extra_padding
-from .working import collect, place, refresh, working_modules
 
 AUTO_BUCKETS = 8  # length buckets where the step is graphed or compiled (each bucket: one graph, or one compile)
 
@@ -90,9 +89,6 @@ class EagerStep:
         self.accelerator, self.model, self.optimizer, self.task = accelerator, model, optimizer, task
         self.max_grad_norm = max_grad_norm
         self.trained = [p for p in model.parameters() if p.requires_grad]
-        if type(self) is EagerStep and working_modules(model):
-            raise RuntimeError("the model's linear layers have working copies (working.py), which the static step "
-                               "alone moves onto the parameters")
         self.loss_sum = torch.zeros((), device=accelerator.device)  # Σ micro-batch losses since the last read-out
         self.grad_stats = torch.zeros(3, device=accelerator.device)  # Σ gradient norm, steps clipped, steps
 
@@ -125,8 +121,7 @@ class StaticStep(EagerStep):
     accumulation count as accelerate does, torch's `clip_grad_norm_` (what accelerate calls on one process; or, with
     `fold_clip`, the same clipping inside the fused AdamW), the torch optimizer itself with tensor learning rates,
     gradients zeroed in place (or dropped, as the eager step does, where one graph holds the whole step:
-    `keep_gradients`). Where the model's linear layers compute with bf16 working copies (`working.py`), their
-    gradients are moved onto the fp32 parameters first and the copies refreshed after AdamW."""
+    `keep_gradients`)."""
 
     kind = "static"
     keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
@@ -137,9 +132,6 @@ class StaticStep(EagerStep):
         self.optimizer = getattr(optimizer, "optimizer", optimizer)  # the torch optimizer under accelerate's wrapper
         self.accumulation = accelerator.gradient_accumulation_steps
         tensor_learning_rates(self.optimizer, accelerator.device)
-        self.working = working_modules(model)  # [] unless model_changes gave the linear layers working copies
-        if self.working:
-            place(self.working)  # on the model's device now, from the weights as trained from (after a resume)
 
     def backward(self, batch: dict) -> None:
         loss = self.task.compute_loss(self.model, batch)  # []
@@ -147,8 +139,6 @@ class StaticStep(EagerStep):
         self.loss_sum += loss.detach()
 
     def update(self) -> bool:
-        if self.working:
-            collect(self.working)  # the working copies' bf16 gradients onto the fp32 parameters
         if self.fold_clip:
             norm = torch.nn.utils.get_total_norm([p.grad for p in self.trained if p.grad is not None])  # []
             # clip_grad_norm_ multiplies each gradient by min(1, max / (norm + 1e-6)); the fused AdamW divides it by
@@ -159,8 +149,6 @@ class StaticStep(EagerStep):
             norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
         self._count(norm)
         self.optimizer.step()
-        if self.working:
-            refresh(self.working)
         self.optimizer.zero_grad(set_to_none=not self.keep_gradients)
         return True
 
