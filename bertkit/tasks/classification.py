@@ -321,9 +321,10 @@ class SequenceClassification(Task):
         """The class weights ([num_labels]) on `device`, made once: a copy from the host at every step would make a
         GPU wait for it, and cannot be captured in a CUDA graph (the graphed step would run eagerly)."""
         key = (device, tuple(self.class_weights))
-        if vars(self).get("_weights", (None,))[0] != key:
-            self._weights = (key, torch.tensor(self.class_weights, device=device))
-        return self._weights[1]
+        cached = getattr(self, "_weights", None)  # (key, tensor)
+        if cached is None or cached[0] != key:
+            self._weights = cached = (key, torch.tensor(self.class_weights, device=device))
+        return cached[1]
 
     # --- answers ---------------------------------------------------------------------------------------------
     def logits(self, outputs: list[dict], features: datasets.Dataset, num_examples: int) -> np.ndarray:

@@ -198,4 +198,3 @@ def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
     raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit on the GPU; measured "
                        f"peaks (GiB, by micro-batch; c: with gradient checkpointing) {measured} at max_length "
                        f"{cfg.max_length}")
-
