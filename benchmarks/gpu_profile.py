@@ -18,7 +18,10 @@ the eager step does) instead of inside the fused AdamW; --no-fused-qkv keeps BER
 matmuls; --no-profile times the loop alone; --finetune-args adds
 flags (e.g. '--device-data on'). `--arms whole,split,nofold --rounds 2` alternates such runs in this one process
 (benchmarks/gpu_session.sh, step `ab`): the A/Bs of the whole-step graph, of clipping inside AdamW, of the fused
-query/key/value projection and of data resident on the device.
+query/key/value projection and of data resident on the device. With --epoch, each run is one epoch and its measure
+the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, one process an arm and round
+(benchmarks/gpu_session.sh, step `setup`), since a process plans and loads kernels once; the `timed` arm prints
+every warm-up, capture and first replay with the device synchronised around it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from unittest import mock
 
@@ -81,6 +84,7 @@ def replay_times(step, n: int) -> dict:
 def run(a) -> dict | None:
     """One `bertkit finetune sst2` run in this process with the A/B switches of `a` in force for it alone; its
     report, or None when it failed or ended before the measured steps."""
+    from bertkit import graphs
     from bertkit.cli import main as cli
     from bertkit.training import graphed, loop, qkv
 
@@ -119,7 +123,15 @@ def run(a) -> dict | None:
         self.callbacks.append(watch)
 
     with ExitStack() as patches:
-        patches.enter_context(mock.patch.object(loop.Trainer, "__init__", with_watch))
+        if not a.epoch:
+            patches.enter_context(mock.patch.object(loop.Trainer, "__init__", with_watch))
+        if a.old_capture:  # as before the set-up's A/B: two warm-ups a shape, torch.cuda.graph emptying the caches
+            patches.enter_context(mock.patch.object(graphed, "WARMUP", (2, 2)))
+            patches.enter_context(mock.patch.object(graphs.GraphCapture, "__call__", old_capture))
+        if a.cudnn_sdp:  # a short step's attention as PyTorch chooses (cuDNN's on an H100), not PyTorch's own
+            patches.enter_context(mock.patch.object(graphed, "attention_for", lambda length: nullcontext()))
+        if a.timed_setup:
+            patches.enter_context(timed_setup(report))
         if a.split_graphs:
             patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
         if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
@@ -127,6 +139,10 @@ def run(a) -> dict | None:
         if a.no_fused_qkv:  # BERT's three projections as the model has them
             patches.enter_context(mock.patch.object(qkv, "_attentions", lambda model: []))
         rc = cli(finetune_args(a))
+    if rc == 0 and a.epoch:  # the epoch's training time and its step's set-up, from the run's metrics.json
+        train = json.loads((Path(a.output_dir) / "metrics.json").read_text())["train"]
+        report.update(train_seconds=train["train_seconds"], step=train["step"])
+        return report
     if rc != 0 or "loop_ms_per_step" not in report:
         return None
     report["events"] = profiler.key_averages() if not a.no_profile else None
@@ -134,14 +150,64 @@ def run(a) -> dict | None:
 
 
 def finetune_args(a) -> list[str]:
-    out = tempfile.mkdtemp("-profile")
-    args = ["finetune", "sst2", "--model", a.model, "--train-step", a.train_step, "--batch-size", "32",
-            "--max-steps", str(a.warm + a.steps), "--eval-every", "100000", "--save-every", "0", "--seed", "42",
-            "--max-eval-samples", "64", "--output-dir", out, *(["--precision", "bf16"] if CUDA else [])]
+    a.output_dir = tempfile.mkdtemp("-profile")
+    length = ["--epochs", "1"] if a.epoch else ["--max-steps", str(a.warm + a.steps)]
+    args = ["finetune", "sst2", "--model", a.model, "--train-step", a.train_step, "--batch-size", "32", *length,
+            "--eval-every", "100000", "--save-every", "0", "--seed", "42",
+            "--max-eval-samples", "64", "--output-dir", a.output_dir, *(["--precision", "bf16"] if CUDA else [])]
     args += shlex.split(a.finetune_args)
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
     return args
+
+
+def old_capture(self, fn, inputs: dict):
+    """GraphCapture's capture as it was before the set-up's A/B: through `torch.cuda.graph`, which empties the
+    device's (and, in newer PyTorch, the pinned host memory's) caches first."""
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    try:
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
+            outputs = fn(inputs)
+    finally:
+        torch.cuda.synchronize()
+    return lambda: (graph.replay(), outputs)[1]
+
+
+@contextmanager
+def timed_setup(report: dict):
+    """Each warm-up, capture and first replay of a graph timed with the device synchronised on both sides (slower
+    than a run, but says which costs): report["setup_phases"] = [(phase, seconds)]."""
+    from bertkit import graphs
+
+    phases = report.setdefault("setup_phases", [])
+    run, call = graphs.GraphCapture.run, graphs.GraphCapture.__call__
+
+    def timed(name, fn, *args):
+        sync()
+        t = time.perf_counter()
+        out = fn(*args)
+        sync()
+        phases.append((name, time.perf_counter() - t))
+        return out
+
+    def timed_call(self, fn, inputs):
+        replay = timed("capture", call, self, fn, inputs)
+        first = []
+
+        def replay_once():
+            if first:
+                return replay()
+            first.append(1)
+            return timed("first replay", replay)
+        return replay_once
+
+    def timed_run(self, fn, *args):
+        return timed("warm-up", run, self, fn, *args)
+
+    with mock.patch.object(graphs.GraphCapture, "run", timed_run), \
+            mock.patch.object(graphs.GraphCapture, "__call__", timed_call):
+        yield
 
 
 ARMS = {  # an A/B's sides: what each changes of the run `a` describes
@@ -151,6 +217,9 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "noqkv": {"no_fused_qkv": True},  # query, key and value projected by three matmuls, not one
     "data-on": {"device_data": "on"},  # the training set collated once on the device
     "data-off": {"device_data": "off"},  # batches from worker processes
+    "capture2": {"old_capture": True},  # two warm-ups a shape, and torch.cuda.graph (which empties caches) captures
+    "cudnn": {"cudnn_sdp": True},  # short steps' attention as PyTorch chooses (cuDNN's), not flash/efficient/math
+    "timed": {"timed_setup": True},  # as bertkit runs, with every warm-up, capture and first replay timed (synced)
 }
 
 
@@ -170,15 +239,23 @@ def alternate(a) -> int:
                                       **change})
             t = time.perf_counter()
             report = run(b)
+            step = report["step"] if report else "FAILED"
+            if a.epoch:
+                times[arm].append(report["train_seconds"] if report else float("nan"))
+                print(f"ab round {i + 1} {arm}: epoch {times[arm][-1]:.1f} s of training (run "
+                      f"{time.perf_counter() - t:.0f} s; {a.model} {b.finetune_args.strip()}; step {step})",
+                      flush=True)
+                for phase, seconds in (report or {}).get("setup_phases", []):
+                    print(f"   {phase}: {seconds * 1e3:.1f} ms")
+                continue
             ms = report["loop_ms_per_step"] if report else float("nan")
             times[arm].append(ms)
-            step = report["step"] if report else "FAILED"
             print(f"ab round {i + 1} {arm}: {ms:.2f} ms/step over {a.steps} steps (run {time.perf_counter() - t:.0f} "
                   f"s; {a.model} {b.finetune_args.strip()}; step {step})", flush=True)
-    first = statistics.median(times[arms[0]])
+    first, unit = statistics.median(times[arms[0]]), "s an epoch" if a.epoch else "ms/step"
     for arm in arms:
         median = statistics.median(times[arm])
-        print(f"ab {arm}: median {median:.2f} ms/step ({', '.join(f'{t:.2f}' for t in times[arm])}); "
+        print(f"ab {arm}: median {median:.2f} {unit} ({', '.join(f'{t:.2f}' for t in times[arm])}); "
               f"{median / first:.3f} × {arms[0]}")
     return 0
 
@@ -227,7 +304,13 @@ if __name__ == "__main__":
     p.add_argument("--split-graphs", action="store_true", help="graphs as under accumulation (the A/B's other side)")
     p.add_argument("--no-fold-clip", action="store_true", help="clip before AdamW, not inside it (an A/B's side)")
     p.add_argument("--no-fused-qkv", action="store_true", help="three query/key/value matmuls (an A/B's side)")
+    p.add_argument("--old-capture", action="store_true", help="two warm-ups a shape, torch.cuda.graph's capture")
+    p.add_argument("--cudnn-sdp", action="store_true", help="short steps' attention as PyTorch chooses (cuDNN's)")
+    p.add_argument("--timed-setup", action="store_true", help="each warm-up, capture and first replay timed, synced")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
+    p.add_argument("--epoch", action="store_true", help="with --arms: one epoch each, its training seconds (set-up "
+                   "included; run each arm in a process of its own, as a user's run starts: kernels load and shapes "
+                   "are planned once a process)")
     p.add_argument("--arms", default="", help=f"an A/B in one process: arms in turn, e.g. whole,split,nofold "
                                               f"(of {', '.join(ARMS)}); the loop timed alone")
     p.add_argument("--rounds", type=int, default=2, help="rounds of --arms")

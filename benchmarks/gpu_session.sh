@@ -13,6 +13,8 @@
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
 #            data on the device against workers                                                     ≤ 390 s
+#   setup    the MiniLM's epoch (training seconds, set-up included), an arm a process, twice: as bertkit runs
+#            against a short step's attention by cuDNN (arms capture2 and timed of gpu_profile.py: by hand) ≤ 200 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -37,6 +39,9 @@ for s in $STEPS; do
         say "ab minilm: training data from workers, on the device"
         timeout 120 python3 benchmarks/gpu_profile.py --model minilm-l6 --warm 300 --steps 900 --arms data-off,data-on \
           --rounds 2 >"$OUT/ab-minilm.log" 2>&1; echo "rc=$?"; grep "^ab " "$OUT/ab-minilm.log";;
+    setup) say "setup: the MiniLM's epoch, each arm a process: as bertkit runs, and a short step's attention by cuDNN"
+           for r in 1 2; do for arm in whole cudnn; do timeout 100 python3 benchmarks/gpu_profile.py --model minilm-l6 \
+             --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done; done;;
     these) say "these: $THESE"; OMP_NUM_THREADS=2 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 \
              --timeout 200 --tb=short -rfE \
              $THESE >"$OUT/these.log" 2>&1; echo "rc=$?"; grep -E "^(E |FAILED|ERROR)|passed|failed" "$OUT/these.log" \

@@ -16,9 +16,11 @@ The CPU path (`bertkit.inference`) is unchanged: there, padding costs compute th
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .buckets import pad_to_length
 
@@ -71,6 +73,19 @@ def bucket_batch(batch: dict, length: int, rows: int, pad_id: int) -> dict:
     return pad_rows(pad_to_length(batch, length, pad_id), rows, pad_id)
 
 
+SHORT = 128  # positions up to which a graphed training step's attention skips cuDNN's kernels (attention_for)
+
+
+def attention_for(length: int):
+    """The attention kernels a graphed training step of `length` positions is warmed up and captured with: up to
+    `SHORT` positions PyTorch's own (flash, memory-efficient, math), not cuDNN's, which plans every new shape on its
+    first call (~0.15 s each on an H100, an eager warm-up a bucket) and ran the MiniLM's short SST-2 steps slower
+    than those (docs/speed.md, "Fourth lent H100"); longer ones as PyTorch chooses."""
+    if length > SHORT:
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 def signature(batch: dict) -> tuple:
     """What a captured graph is specific to: every input's name, shape and dtype."""
     return tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(batch.items()))
@@ -96,13 +111,19 @@ class GraphCapture:
 
     def __call__(self, fn, inputs: dict):
         """A callable that replays `fn(inputs)` as captured and returns its outputs (the graph's own tensors);
-        capturing runs nothing."""
+        capturing runs nothing. As `torch.cuda.graph` does, less its emptying of the device's and the pinned host
+        memory's caches first: a run captures a graph per shape, and each emptying frees blocks the next eager batch
+        and the loader's pinned buffers allocate again."""
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         try:
-            # thread_local: the DataLoader's pin-memory thread may call CUDA while this thread captures
-            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
-                outputs = fn(inputs)
+            with torch.cuda.stream(self.stream):
+                # thread_local: the DataLoader's pin-memory thread may call CUDA while this thread captures
+                graph.capture_begin(self.pool, capture_error_mode="thread_local")
+                try:
+                    outputs = fn(inputs)
+                finally:
+                    graph.capture_end()
         finally:
             torch.cuda.synchronize()
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from bertkit.buckets import batch_longest, bucket_for, choose_buckets, extra_padding, pad_to_length
+from bertkit.graphs import signature
 
 from .conftest import fit, small_config
 
@@ -168,16 +170,19 @@ def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
 class ReplayCapture:
     """A CPU stand-in for GraphCapture: a "graph" that calls the captured function again on its static inputs."""
 
-    captured: list = []
+    captured: list = []  # the captured inputs' names, in order
+    warmups: Counter = Counter()  # eager warm-ups per shape (signature), "update" for the update's
 
     def __init__(self):
         pass
 
     def run(self, fn, *args):
+        type(self).warmups[signature(args[0]) if args else "update"] += 1
         return fn(*args)
 
     def __call__(self, fn, inputs):
         type(self).captured.append(sorted(inputs))
+        type(self).warmups_before.append(self.warmups[signature(inputs) if inputs else "update"])
         return lambda: fn(inputs)
 
 
@@ -199,7 +204,7 @@ def graphed_on_cpu(monkeypatch):
         monkeypatch.setattr(step, "_step_kind", lambda cfg, accelerator, precision: ("graphed", "test"))
         monkeypatch.setattr(graphed, "GraphCapture", capture)
 
-    ReplayCapture.captured = []
+    ReplayCapture.captured, ReplayCapture.warmups, ReplayCapture.warmups_before = [], Counter(), []
     return use
 
 
@@ -221,6 +226,10 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     assert 1 <= captured_shapes <= 3  # at most one per bucket
     assert step["graphs"] == captured_shapes + update_graph and step["replays"] > 10
     assert 0 < step["setup_seconds"] < result["train"]["train_seconds"]  # the shapes' warm-ups and captures
+    assert 0 <= step["capture_seconds"] <= step["setup_seconds"]  # a stand-in capture takes no time
+    warmed = list(zip(ReplayCapture.captured, ReplayCapture.warmups_before, strict=True))
+    assert sorted(n for names, n in warmed if names) == [1] * (captured_shapes - 1) + [2]  # 2 for the first shape seen
+    assert [n for names, n in warmed if not names] == [2] * update_graph  # and two before the update's
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
@@ -279,3 +288,15 @@ def test_the_training_line_names_the_step_and_its_buckets(tiny_bert, sst2_dir, t
                  "--max-steps", "2", "--length-buckets", "2", "--output-dir", str(tmp_path / "run")]) == 0
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("training:"))
     assert "; step eager (no CUDA device (cpu)); length buckets " in line and "% padded positions)" in line
+
+
+def test_a_short_graphed_step_attends_without_cudnn():
+    """A graphed step's warm-ups and capture choose attention kernels by its length (graphs.attention_for)."""
+    from bertkit.graphs import SHORT, attention_for
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with attention_for(SHORT):
+        assert not torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    with attention_for(SHORT + 1):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before

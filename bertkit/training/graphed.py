@@ -4,16 +4,16 @@ accumulation, one graph of forward + backward per shape and one of clipping + Ad
 kernels of a step at once, where eager PyTorch spends Python time on each one: for a BERT-sized step far longer than
 the GPU spends on the work (docs/speed.md, "On one GPU").
 
-How (PyTorch's CUDA-graph notes): every shape runs `WARMUP` times eagerly on a side stream (cuBLAS workspaces, lazy
-optimizer state), then is captured on that stream into a memory pool all graphs share (they never run at once), then
-replayed with its batch copied into the graph's static input buffers. A whole-step graph's gradients live in that
-pool: backward writes them and AdamW reads them, with no kernel a parameter adding them to zeros; the fused AdamW
-clips them as it reads them (`fold_clipping`: one read of them fewer than scaling them first). What a graph keeps
-between replays lives outside the pool: gradients under accumulation (zeroed in place), AdamW's state and its tensor
-learning rates (the schedule fills them between replays), the summed loss and gradient norms. Dropout draws from
-the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw different
-masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a capture fails (a model
-that reads a value on the host), the run goes on eagerly with the same step and says why once.
+How (PyTorch's CUDA-graph notes): a shape runs eagerly on a side stream, twice for the first shape (cuBLAS workspaces,
+lazy optimizer state), once for each later one, then is captured on that stream into a memory pool all graphs share
+(they never run at once), then replayed with its batch copied into the graph's static input buffers. A whole-step
+graph's gradients live in that pool: backward writes them and AdamW reads them, with no kernel a parameter adding them
+to zeros; the fused AdamW clips them as it reads them (`fold_clipping`: one read of them fewer than scaling them
+first). What a graph keeps between replays lives outside the pool: gradients under accumulation (zeroed in place),
+AdamW's state and its tensor learning rates (the schedule fills them between replays), the summed loss and gradient
+norms. Dropout draws from the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two
+replays draw different masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a
+capture fails (a model that reads a value on the host), the run goes on eagerly with the same step and says why once.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ..graphs import GraphCapture, signature
+from ..graphs import GraphCapture, attention_for, signature
 from .step import StaticStep, fold_clipping
 
-WARMUP = 2  # eager runs of a shape before it is captured
+WARMUP = (2, 1)  # eager runs before a capture: the first shape seen (lazy optimizer state, cuBLAS), each later one
 
 
 class GraphedStep(StaticStep):
@@ -46,10 +46,13 @@ class GraphedStep(StaticStep):
         self.failed: str | None = None  # why capturing stopped; the step then runs eagerly
         self.replays = 0
         self.setup_seconds = 0.0  # host time of the shapes' eager warm-ups and captures (a capture synchronises)
+        self.capture_seconds = 0.0  # of which the captures
 
     def _work(self, inputs: dict) -> None:
-        """What one shape's graph holds: the static step's backward, and its update when there is no accumulation."""
-        StaticStep.backward(self, inputs)
+        """What one shape's graph holds: the static step's backward (its attention kernels chosen by length), and its
+        update when there is no accumulation."""
+        with attention_for(inputs["input_ids"].shape[-1]):
+            StaticStep.backward(self, inputs)
         if self.whole:
             StaticStep.update(self)
 
@@ -61,7 +64,7 @@ class GraphedStep(StaticStep):
         if key not in self.graphs:
             t0 = time.perf_counter()
             self.seen[key] += 1
-            if self.seen[key] <= WARMUP:
+            if self.seen[key] <= WARMUP[key != next(iter(self.seen))]:  # (the first key seen: the first shape's)
                 self.capture.run(self._work, batch)
                 self.updated = self.whole
                 self.setup_seconds += time.perf_counter() - t0
@@ -87,7 +90,7 @@ class GraphedStep(StaticStep):
         if self.update_graph is None:
             t0 = time.perf_counter()
             self.seen["update"] += 1
-            if self.seen["update"] <= WARMUP:
+            if self.seen["update"] <= WARMUP[0]:
                 done = self.capture.run(super().update)
                 self.setup_seconds += time.perf_counter() - t0
                 return done
@@ -104,6 +107,7 @@ class GraphedStep(StaticStep):
         """(replay, its static inputs: copies of `batch`), or None when capture fails (the step then runs eagerly
         from here, and says why once)."""
         inputs = {k: v.clone() for k, v in batch.items()}
+        t0 = time.perf_counter()
         try:
             return self.capture(fn, inputs), inputs
         except Exception as e:  # noqa: BLE001 - any failure: the eager step is always right
@@ -112,10 +116,13 @@ class GraphedStep(StaticStep):
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here")
             return None
+        finally:
+            self.capture_seconds += time.perf_counter() - t0
 
     def summary(self) -> dict:
-        """Graphs captured, replays, the seconds their shapes' warm-ups and captures took (part of the training
-        time: an epoch's replays took the rest, less the eager short batches), and why capturing stopped (None: it
-        did not)."""
+        """Graphs captured, replays, the seconds their shapes' warm-ups and captures took and of them the captures
+        (part of the training time: an epoch's replays took the rest, less the eager short batches), and why
+        capturing stopped (None: it did not)."""
         return {"graphs": len(self.graphs) + (self.update_graph is not None), "replays": self.replays,
-                "setup_seconds": round(self.setup_seconds, 2), "capture_failed": self.failed}
+                "setup_seconds": round(self.setup_seconds, 2),
+                "capture_seconds": round(self.capture_seconds, 2), "capture_failed": self.failed}
