@@ -24,6 +24,7 @@ others go on. Logs (*.log) and the table (gpu.md, gpu.json) go to --out (default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import inspect
 import json
@@ -162,6 +163,10 @@ def w_trainer(a, put) -> None:  # ../shared/gpu/hf_trainer.py --grouped --max-st
 
 
 def w_infer(a, put) -> None:
+    if a.cudnn_attention:  # the A/B's other side: short forwards' attention as PyTorch chooses (cuDNN's on an H100)
+        from bertkit import graphs
+
+        graphs.attention_for = lambda batch: contextlib.nullcontext()
     texts = [r["sentence"] for r in sst2(a.sentences)]
     fx = FeatureExtractor("minilm-l6", layers="last4", combine="concat", pool="mean")  # else the CLI's defaults
     words = [split_text(t, fx.tokenizer) for t in texts]  # as `bertkit extract` reads a text line
@@ -222,7 +227,7 @@ def worker(a, name: str, timeout: float) -> tuple[dict, str | None]:
     path.unlink(missing_ok=True)
     why = run(a, name, [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--bert-base", a.bert_base,
                         "--out", str(a.out), "--tmp", a.tmp, "--trainer-steps", str(a.trainer_steps),
-                        *["--quick"] * a.quick], timeout)
+                        *["--quick"] * a.quick, *["--cudnn-attention"] * a.cudnn_attention], timeout)
     return (json.loads(path.read_text()) if path.is_file() else {}), why
 
 
@@ -391,6 +396,8 @@ if __name__ == "__main__":
     p.add_argument("--bert-base", default=os.environ.get("BB"), help="random bert-base folder (default $BB)")
     p.add_argument("--trainer-steps", type=int, default=200, help="steps of rows 3 and 4 (default 200)")
     p.add_argument("--budget", type=float, default=280, help="seconds for all rows together (default 280)")
+    p.add_argument("--cudnn-attention", action="store_true", help="an A/B's side: graphed inference's attention "
+                   "as PyTorch chooses at every length (cuDNN's on an H100), not PyTorch's own up to 128 positions")
     p.add_argument("--worker", choices=["matmul", "bare", "trainer", "infer"], help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     a = p.parse_args()

@@ -129,7 +129,7 @@ def run(a) -> dict | None:
             patches.enter_context(mock.patch.object(graphed, "WARMUP", (2, 2)))
             patches.enter_context(mock.patch.object(graphs.GraphCapture, "__call__", old_capture))
         if a.cudnn_sdp:  # a short step's attention as PyTorch chooses (cuDNN's on an H100), not PyTorch's own
-            patches.enter_context(mock.patch.object(graphed, "attention_for", lambda length: nullcontext()))
+            patches.enter_context(mock.patch.object(graphed, "attention_for", lambda batch: nullcontext()))
         if a.timed_setup:
             patches.enter_context(timed_setup(report))
         if a.split_graphs:

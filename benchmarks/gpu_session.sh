@@ -15,6 +15,8 @@
 #            data on the device against workers                                                     ≤ 390 s
 #   setup    the MiniLM's epoch (training seconds, set-up included), an arm a process, twice: as bertkit runs
 #            against a short step's attention by cuDNN (arms capture2 and timed of gpu_profile.py: by hand) ≤ 200 s
+#   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
+#            twice                                                                                    ≤ 360 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -42,6 +44,10 @@ for s in $STEPS; do
     setup) say "setup: the MiniLM's epoch, each arm a process: as bertkit runs, and a short step's attention by cuDNN"
            for r in 1 2; do for arm in whole cudnn; do timeout 100 python3 benchmarks/gpu_profile.py --model minilm-l6 \
              --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done; done;;
+    infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
+           for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
+             --budget 80 --out "$OUT/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \
+             | cut -c1-260; done; done;;
     these) say "these: $THESE"; OMP_NUM_THREADS=2 timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 \
              --timeout 200 --tb=short -rfE \
              $THESE >"$OUT/these.log" 2>&1; echo "rc=$?"; grep -E "^(E |FAILED|ERROR)|passed|failed" "$OUT/these.log" \

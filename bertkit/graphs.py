@@ -73,15 +73,16 @@ def bucket_batch(batch: dict, length: int, rows: int, pad_id: int) -> dict:
     return pad_rows(pad_to_length(batch, length, pad_id), rows, pad_id)
 
 
-SHORT = 128  # positions up to which a graphed training step's attention skips cuDNN's kernels (attention_for)
+SHORT = 128  # positions up to which a graphed step's or forward's attention skips cuDNN's kernels (attention_for)
 
 
-def attention_for(length: int):
-    """The attention kernels a graphed training step of `length` positions is warmed up and captured with: up to
-    `SHORT` positions PyTorch's own (flash, memory-efficient, math), not cuDNN's, which plans every new shape on its
-    first call (~0.15 s each on an H100, an eager warm-up a bucket) and ran the MiniLM's short SST-2 steps slower
-    than those (docs/speed.md, "Fourth lent H100"); longer ones as PyTorch chooses."""
-    if length > SHORT:
+def attention_for(batch: dict):
+    """The attention kernels a graphed training step or inference forward of `batch` ([batch, (choices,) positions]
+    input ids) is warmed up and captured with: up to `SHORT` positions PyTorch's own (flash, memory-efficient, math),
+    not cuDNN's, which plans every new shape on its first call (~0.15 s each for a training step on an H100, an eager
+    warm-up a bucket) and ran the MiniLM's short SST-2 steps slower than those (docs/speed.md, "Fourth lent H100");
+    longer ones as PyTorch chooses."""
+    if "input_ids" not in batch or batch["input_ids"].shape[-1] > SHORT:
         return contextlib.nullcontext()
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
@@ -148,14 +149,18 @@ class GraphedForward:
     @torch.no_grad()
     def __call__(self, inputs: dict) -> dict:
         key = signature(inputs)
-        if self.failed or key not in self.graphs and key not in self.seen:
-            self.seen.add(key)
+        if self.failed:
             return self.fn(inputs)
+        if key not in self.graphs and key not in self.seen:
+            self.seen.add(key)
+            with attention_for(inputs):
+                return self.fn(inputs)
         if key not in self.graphs:
             static = {k: v.clone() for k, v in inputs.items()}
             try:
                 self.capture = self.capture or GraphCapture()
-                self.graphs[key] = (self.capture(self.fn, static), static)
+                with attention_for(inputs):
+                    self.graphs[key] = (self.capture(self.fn, static), static)
             except Exception as e:  # noqa: BLE001 - the eager forward is always right
                 self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 log.warning("inference: CUDA graph capture failed (%s); forwards run eagerly", self.failed)

@@ -291,12 +291,14 @@ def test_the_training_line_names_the_step_and_its_buckets(tiny_bert, sst2_dir, t
 
 
 def test_a_short_graphed_step_attends_without_cudnn():
-    """A graphed step's warm-ups and capture choose attention kernels by its length (graphs.attention_for)."""
+    """A graphed step's (or forward's) warm-ups and capture choose attention kernels by its length
+    (graphs.attention_for)."""
     from bertkit.graphs import SHORT, attention_for
 
     before = torch.backends.cuda.cudnn_sdp_enabled()
-    with attention_for(SHORT):
+    with attention_for({"input_ids": torch.zeros(2, 4, SHORT)}):  # [batch, choices, positions]
         assert not torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
     assert torch.backends.cuda.cudnn_sdp_enabled() == before
-    with attention_for(SHORT + 1):
-        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    for longer in ({"input_ids": torch.zeros(2, SHORT + 1)}, {"x": torch.zeros(2, 8)}):
+        with attention_for(longer):
+            assert torch.backends.cuda.cudnn_sdp_enabled() == before

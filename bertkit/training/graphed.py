@@ -51,7 +51,7 @@ class GraphedStep(StaticStep):
     def _work(self, inputs: dict) -> None:
         """What one shape's graph holds: the static step's backward (its attention kernels chosen by length), and its
         update when there is no accumulation."""
-        with attention_for(inputs["input_ids"].shape[-1]):
+        with attention_for(inputs):
             StaticStep.backward(self, inputs)
         if self.whole:
             StaticStep.update(self)
