@@ -219,6 +219,7 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "data-off": {"device_data": "off"},  # batches from worker processes
     "capture2": {"old_capture": True},  # two warm-ups a shape, and torch.cuda.graph (which empties caches) captures
     "cudnn": {"cudnn_sdp": True},  # short steps' attention as PyTorch chooses (cuDNN's), not flash/efficient/math
+    "compile": {"flags": "--compile"},  # torch.compile'd regions (inductor, dynamic lengths) under the graphed step
     "timed": {"timed_setup": True},  # as bertkit runs, with every warm-up, capture and first replay timed (synced)
 }
 
@@ -235,6 +236,7 @@ def alternate(a) -> int:
         for arm in arms:
             change = dict(ARMS[arm])
             extra = f" --device-data {change.pop('device_data')}" if "device_data" in change else ""
+            extra += f" {change.pop('flags')}" if "flags" in change else ""
             b = argparse.Namespace(**{**vars(a), "no_profile": True, "finetune_args": a.finetune_args + extra,
                                       **change})
             t = time.perf_counter()

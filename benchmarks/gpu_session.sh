@@ -15,6 +15,8 @@
 #            data on the device against workers                                                     ≤ 390 s
 #   setup    the MiniLM's epoch (training seconds, set-up included), an arm a process, twice: as bertkit runs
 #            against a short step's attention by cuDNN (arms capture2 and timed of gpu_profile.py: by hand) ≤ 200 s
+#   compile  bert-base's epoch (training seconds, compile included) as bertkit runs against --compile (inductor's
+#            regions under the graphed step), each a process, twice (the second compile finds inductor's cache) ≤ 400 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
@@ -44,6 +46,9 @@ for s in $STEPS; do
     setup) say "setup: the MiniLM's epoch, each arm a process: as bertkit runs, and a short step's attention by cuDNN"
            for r in 1 2; do for arm in whole cudnn; do timeout 100 python3 benchmarks/gpu_profile.py --model minilm-l6 \
              --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done; done;;
+    compile) say "compile: bert-base's epoch, each a process: as bertkit runs, --compile (cold cache), again, --compile (warm)"
+           for arm in whole compile whole compile; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" --epoch \
+             --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done;;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
              --budget 80 --out "$OUT/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \

@@ -22,13 +22,16 @@ def tiny_classifier(tiny_bert, dropout: float):
     return model
 
 
-def loss_increments(tiny_bert, dropout: float, accumulation: int, calls: int = 6) -> list[float]:
+def loss_increments(tiny_bert, dropout: float, accumulation: int, calls: int = 6, compiled: bool = False) -> list:
     """The loss each call of a GraphedStep's backward adds, on one fixed batch (the later calls are replays; with no
-    accumulation each is a whole step, at a learning rate of 0 so that the weights stay)."""
+    accumulation each is a whole step, at a learning rate of 0 so that the weights stay); `compiled`: the model
+    torch.compile'd (inductor), as --compile does."""
     from bertkit.tasks.base import Task
     from bertkit.training.graphed import WARMUP, GraphedStep
 
     model = tiny_classifier(tiny_bert, dropout)
+    if compiled:
+        model.compile(dynamic=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, fused=True)
     accelerator = SimpleNamespace(device=torch.device("cuda"), gradient_accumulation_steps=accumulation)
     task = SimpleNamespace(compute_loss=Task.compute_loss.__get__(SimpleNamespace()))
@@ -48,12 +51,15 @@ def loss_increments(tiny_bert, dropout: float, accumulation: int, calls: int = 6
     return seen[WARMUP[0]:]
 
 
-@pytest.mark.parametrize("accumulation", [1, 2])
-def test_replays_draw_new_dropout_masks(tiny_bert, accumulation):
-    with_dropout = loss_increments(tiny_bert, 0.3, accumulation)
-    assert len(set(with_dropout)) == len(with_dropout)  # a new mask at every replay
-    without = loss_increments(tiny_bert, 0.0, accumulation)
-    assert max(without) - min(without) < 1e-6  # the same batch, no dropout: the same loss
+@pytest.mark.parametrize("accumulation, compiled", [(1, False), (2, False), (1, True)])
+def test_replays_draw_new_dropout_masks(tiny_bert, accumulation, compiled):
+    try:
+        with_dropout = loss_increments(tiny_bert, 0.3, accumulation, compiled=compiled)
+        assert len(set(with_dropout)) == len(with_dropout)  # a new mask at every replay
+        without = loss_increments(tiny_bert, 0.0, accumulation, compiled=compiled)
+        assert max(without) - min(without) < 1e-6  # the same batch, no dropout: the same loss
+    finally:
+        torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("grad_accum", [1, 2])
@@ -81,6 +87,30 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
     a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
     for k in a:  # the same arithmetic; kernels may differ in rounding between a captured and an eager launch
         assert torch.allclose(a[k], b[k], atol=1e-4), k
+
+
+def test_a_compiled_model_is_captured(tiny_bert, sst2_dir, tmp_path):
+    """--compile (inductor, dynamic lengths, per layer) under the graphed step: the graphs hold inductor's kernels
+    and train to about the plain graphed run's weights (dropout off so that the two compare; its masks under
+    compile: test_replays_draw_new_dropout_masks)."""
+    from safetensors.torch import load_file
+
+    from .conftest import fit, small_config
+
+    runs = {}
+    try:
+        for name, compile_ in (("plain", False), ("compiled", True)):
+            runs[name] = tmp_path / name
+            _, result = fit(tiny_bert, small_config(sst2_dir, runs[name], batch_size=24, max_steps=30, dropout=0.0,
+                                                    attention_dropout=0.0, eval_every="100", compile=compile_))
+            step = result["train"]["step"]
+            assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 15, step
+        assert "--compile" in step["reason"]
+    finally:
+        torch._dynamo.reset()
+    a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
+    for k in a:  # inductor's fused kernels round differently
+        assert torch.allclose(a[k], b[k], atol=1e-3), k
 
 
 def test_a_class_weighted_loss_is_captured(tiny_bert, sst2_dir, tmp_path):

@@ -233,6 +233,30 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (a GPU's: tests/test_gpu.py)
+def test_a_compiled_model_is_graphed_as_it_steps(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, monkeypatch):
+    """--compile on one CUDA device takes the graphed step: a shape's eager warm-up compiles (dynamo's tracing alone
+    here, inductor on a GPU: tests/test_gpu.py; dynamic lengths, one compile for the buckets) and its graph holds the
+    compiled step; the weights are the static compiled step's, bit for bit."""
+    import accelerate.utils
+
+    plugin = accelerate.utils.TorchDynamoPlugin  # eager: dynamo's tracing without inductor's minutes on a CPU
+    monkeypatch.setattr(accelerate.utils, "TorchDynamoPlugin", lambda **kw: plugin(**{**kw, "backend": "eager"}))
+    kw, counters = dict(batch_size=24, compile=True, **TINY), torch._dynamo.utils.counters
+    try:
+        fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
+        graphed_on_cpu(ReplayCapture)
+        torch._dynamo.reset()  # (else the graphed run finds the static run's compiled frames)
+        counters.clear()
+        _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+        assert counters["frames"]["ok"] > 0  # frames compiled in the graphed run
+    finally:
+        torch._dynamo.reset()
+    step = result["train"]["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 10
+    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
+
+
 @pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU
 def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, capsys):
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **TINY))
@@ -257,8 +281,9 @@ def accelerator(device="cuda", processes=1, kind="NO"):
     (accelerator(kind="FSDP"), "bf16", {}, "eager", "FSDP"),
     (accelerator(), "fp16", {}, "eager", "fp16 loss scaling reads the scale on the host"),
     (accelerator(), "bf16", {"peft": "lora"}, "eager", "--peft lora"),
-    (accelerator(), "bf16", {"compile": True}, "eager",
-     "--compile: a compilation per batch shape, bounded by the length buckets"),
+    (accelerator(), "bf16", {"compile": True}, "graphed",
+     "one CUDA device: a CUDA graph per batch shape, of regions --compile compiled"),
+    (accelerator(processes=2, kind="MULTI_GPU"), "bf16", {"compile": True}, "eager", "2 processes"),
     (accelerator(), "bf16", {"gradient_checkpointing": True}, "eager",
      "gradient checkpointing saves random states on the host"),
     (accelerator("cpu"), "fp32", {"train_step": "graphed"}, "eager", "--train-step graphed, but no CUDA device (cpu)"),

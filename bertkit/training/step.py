@@ -7,7 +7,8 @@ one contract (the loop in loop.py does not know which it has):
   gradients are zeroed in place (their addresses stay), the learning rate is a tensor the schedule fills in place,
   the summed loss and gradient norms stay on the device. Runs eagerly on any device: on a CPU it gives the eager
   step's weights bit for bit (tests/test_graphed_step.py), which is how the captured step is checked without a GPU.
-- `GraphedStep` (graphed.py): `StaticStep` captured once per batch shape and replayed, on one CUDA device.
+- `GraphedStep` (graphed.py): `StaticStep` captured once per batch shape and replayed, on one CUDA device; with
+  `--compile`, of the regions torch.compile made (a shape's eager warm-up compiles, or reuses the dynamic compile).
 
 `plan_step` chooses one for a run and says why (the training line prints it).
 """
@@ -68,12 +69,11 @@ def _step_kind(cfg, accelerator, precision: str) -> tuple[str, str]:
         why_not = "fp16 loss scaling reads the scale on the host"
     elif cfg.peft.method != "none":
         why_not = f"--peft {cfg.peft.method}"
-    elif cfg.compute.compile:
-        why_not = "--compile: a compilation per batch shape, bounded by the length buckets"
     elif cfg.compute.gradient_checkpointing:
         why_not = "gradient checkpointing saves random states on the host"
     if why_not is None:
-        return "graphed", "one CUDA device: a CUDA graph per batch shape"
+        compiled = ", of regions --compile compiled" if cfg.compute.compile else ""
+        return "graphed", f"one CUDA device: a CUDA graph per batch shape{compiled}"
     if asked == "graphed":
         return "eager", f"--train-step graphed, but {why_not}"
     return "eager", why_not
