@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests ab" bash benchmarks/gpu_session.sh           (timeout_s 540; about 7 minutes)
-#   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 340; about 5 minutes)
-# and, with device time left, STEPS="suite" (timeout_s 220).
+#   STEPS="tests compile" bash benchmarks/gpu_session.sh      (timeout_s 420; about 6 minutes)
+#   STEPS="bench infer" bash benchmarks/gpu_session.sh        (timeout_s 460; about 7 minutes)
+# and, with device time left, STEPS="suite" (timeout_s 220). (`ab`, `setup`, `profile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
@@ -28,7 +28,7 @@ say() { echo "=== $(date +%T) $*"; }
 say setup; source .gpu/setup.sh >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }; tail -3 "$OUT/setup.log"
 for s in $STEPS; do
   case $s in
-    tests) say tests; timeout 150 python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_gpu.py \
+    tests) say tests; timeout 200 python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_gpu.py \
              >"$OUT/test_gpu.log" 2>&1; echo "rc=$?"; grep -E "passed|failed" "$OUT/test_gpu.log" | tail -1
            grep -E "^(E |FAILED|ERROR)" "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
     bench) say bench; timeout 300 python3 benchmarks/gpu.py --budget 280 --out "$OUT/gpu-bench" >"$OUT/bench.log" 2>&1
