@@ -79,9 +79,8 @@ SHORT = 128  # positions up to which a graphed step's or forward's attention ski
 def attention_for(batch: dict):
     """The attention kernels a graphed training step or inference forward of `batch` ([batch, (choices,) positions]
     input ids) is warmed up and captured with: up to `SHORT` positions PyTorch's own (flash, memory-efficient, math),
-    not cuDNN's, which plans every new shape on its first call (~0.15 s each for a training step on an H100, an eager
-    warm-up a bucket) and ran the MiniLM's short SST-2 steps slower than those (docs/speed.md, "Fourth lent H100");
-    longer ones as PyTorch chooses."""
+    not cuDNN's, which plans every new shape on its first call (an eager warm-up a bucket) and ran the MiniLM's short
+    SST-2 steps slower than those (docs/speed.md, "Fourth lent H100"); longer ones as PyTorch chooses."""
     if "input_ids" not in batch or batch["input_ids"].shape[-1] > SHORT:
         return contextlib.nullcontext()
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
