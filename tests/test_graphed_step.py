@@ -172,6 +172,7 @@ class ReplayCapture:
 
     captured: list = []  # the captured inputs' names, in order
     warmups: Counter = Counter()  # eager warm-ups per shape (signature), "update" for the update's
+    warmups_before: list = []  # a capture's shape's warm-ups before it, in capture order
 
     def __init__(self):
         pass
