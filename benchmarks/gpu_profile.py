@@ -21,7 +21,9 @@ flags (e.g. '--device-data on'). `--arms whole,split,nofold --rounds 2` alternat
 query/key/value projection and of data resident on the device. With --epoch, each run is one epoch and its measure
 the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, one process an arm and round
 (benchmarks/gpu_session.sh, step `setup`), since a process plans and loads kernels once; the `timed` arm prints
-every warm-up, capture and first replay with the device synchronised around it.
+every warm-up, capture and first replay with the device synchronised around it. The epoch's other arms (step
+`epoch`): `compile` (inductor's regions under the graphed step), `tf32` (fp32 with TF32 matmuls: no mixed
+precision's casts), `warm0` (a later shape captured without its eager warm-up), `buckets4`/`buckets12`.
 """
 
 from __future__ import annotations
@@ -132,6 +134,10 @@ def run(a) -> dict | None:
             patches.enter_context(mock.patch.object(graphed, "attention_for", lambda batch: nullcontext()))
         if a.timed_setup:
             patches.enter_context(timed_setup(report))
+        if a.no_later_warmup:  # a later shape's capture without an eager run of it first
+            patches.enter_context(mock.patch.object(graphed, "WARMUP", (graphed.WARMUP[0], 0)))
+        if a.tf32 and CUDA:  # fp32 matmuls on TF32 tensor cores, for this run only
+            patches.enter_context(tf32_matmuls())
         if a.split_graphs:
             patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
         if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
@@ -159,6 +165,17 @@ def finetune_args(a) -> list[str]:
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
     return args
+
+
+@contextmanager
+def tf32_matmuls():
+    """CUDA fp32 matmuls on TF32 tensor cores while the context lasts (cuBLAS's and cuDNN's switches)."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def old_capture(self, fn, inputs: dict):
@@ -221,6 +238,10 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "cudnn": {"cudnn_sdp": True},  # short steps' attention as PyTorch chooses (cuDNN's), not flash/efficient/math
     "compile": {"flags": "--compile"},  # torch.compile'd regions (inductor, dynamic lengths) under the graphed step
     "timed": {"timed_setup": True},  # as bertkit runs, with every warm-up, capture and first replay timed (synced)
+    "tf32": {"flags": "--precision fp32", "tf32": True},  # fp32 weights and activations, matmuls on TF32 tensor cores
+    "warm0": {"no_later_warmup": True},  # a later shape captured at once, without its eager warm-up
+    "buckets4": {"flags": "--length-buckets 4"},  # 4 length buckets, not 8: fewer set-ups, more padding
+    "buckets12": {"flags": "--length-buckets 12"},  # 12: more set-ups, less padding
 }
 
 
@@ -309,6 +330,9 @@ if __name__ == "__main__":
     p.add_argument("--old-capture", action="store_true", help="two warm-ups a shape, torch.cuda.graph's capture")
     p.add_argument("--cudnn-sdp", action="store_true", help="short steps' attention as PyTorch chooses (cuDNN's)")
     p.add_argument("--timed-setup", action="store_true", help="each warm-up, capture and first replay timed, synced")
+    p.add_argument("--no-later-warmup", action="store_true", help="later shapes captured without an eager warm-up")
+    p.add_argument("--tf32", action="store_true", help="fp32 matmuls on TF32 tensor cores (with --finetune-args "
+                   "'--precision fp32')")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--epoch", action="store_true", help="with --arms: one epoch each, its training seconds (set-up "
                    "included; run each arm in a process of its own, as a user's run starts: kernels load and shapes "

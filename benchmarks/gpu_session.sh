@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests compile" bash benchmarks/gpu_session.sh      (timeout_s 420; about 6 minutes)
-#   STEPS="bench infer" bash benchmarks/gpu_session.sh        (timeout_s 460; about 7 minutes)
-# and, with device time left, STEPS="suite" (timeout_s 220). (`ab`, `setup`, `profile`: earlier sessions' A/Bs.)
+#   STEPS="tests epoch" bash benchmarks/gpu_session.sh        (timeout_s 480; about 7 minutes)
+#   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 360; about 5 minutes; after making default
+#                                                             what the epoch A/B kept)
+# and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
+# `compile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
@@ -17,6 +19,9 @@
 #            against a short step's attention by cuDNN (arms capture2 and timed of gpu_profile.py: by hand) ≤ 200 s
 #   compile  bert-base's epoch (training seconds, compile included) as bertkit runs against --compile (inductor's
 #            regions under the graphed step), each a process, twice (the second compile finds inductor's cache) ≤ 400 s
+#   epoch    bert-base's epoch (training seconds, set-up and compiles included), each arm a process, in turn twice:
+#            as bertkit runs, --compile (cold inductor cache, then warm), fp32 with TF32 matmuls, later shapes
+#            captured without a warm-up ($EPOCH_ARMS)                                               ≤ 400 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
@@ -49,6 +54,10 @@ for s in $STEPS; do
     compile) say "compile: bert-base's epoch, each a process: as bertkit runs, --compile (cold cache), again, --compile (warm)"
            for arm in whole compile whole compile; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" --epoch \
              --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done;;
+    epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole compile tf32 warm0}"
+           for r in 1 2; do for arm in $EPOCH_ARMS; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" \
+             --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330
+           done; done;;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
              --budget 80 --out "$OUT/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \
