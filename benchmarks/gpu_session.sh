@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
 # after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="tests epoch" bash benchmarks/gpu_session.sh        (timeout_s 480; about 7 minutes)
+#   STEPS="epoch tests" bash benchmarks/gpu_session.sh        (timeout_s 480; about 7 minutes)
 #   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 360; about 5 minutes; after making default
 #                                                             what the epoch A/B kept)
 # and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
@@ -55,8 +55,10 @@ for s in $STEPS; do
            for arm in whole compile whole compile; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" --epoch \
              --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done;;
     epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole compile tf32 warm0}"
-           for r in 1 2; do for arm in $EPOCH_ARMS; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" \
-             --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330
+           t0=$SECONDS; for r in 1 2; do for arm in $EPOCH_ARMS; do
+             if (( SECONDS - t0 > ${EPOCH_BUDGET:-360} )); then echo "epoch: its ${EPOCH_BUDGET:-360} s spent; $arm round $r skipped"; continue; fi
+             timeout $([ $arm = compile ] && echo 150 || echo 90) python3 benchmarks/gpu_profile.py --model "$BB" \
+               --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330
            done; done;;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
