@@ -23,7 +23,8 @@ the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, on
 (benchmarks/gpu_session.sh, step `setup`), since a process plans and loads kernels once; the `timed` arm prints
 every warm-up, capture and first replay with the device synchronised around it. The epoch's other arms (step
 `epoch`): `compile` (inductor's regions under the graphed step), `tf32` (fp32 with TF32 matmuls: no mixed
-precision's casts), `warm0` (a later shape captured without its eager warm-up), `buckets4`/`buckets12`.
+precision's casts), `warm0` (a later shape captured without its eager warm-up), `nosync` (captures without
+synchronising the device), `lean` (both), `buckets4`/`buckets12`.
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def run(a) -> dict | None:
             patches.enter_context(timed_setup(report))
         if a.no_later_warmup:  # a later shape's capture without an eager run of it first
             patches.enter_context(mock.patch.object(graphed, "WARMUP", (graphed.WARMUP[0], 0)))
+        if a.no_capture_sync:  # the host captures while the device works through the replays queued before
+            patches.enter_context(mock.patch.object(graphs.GraphCapture, "__call__", unsynced_capture))
         if a.tf32 and CUDA:  # fp32 matmuls on TF32 tensor cores, for this run only
             patches.enter_context(tf32_matmuls())
         if a.split_graphs:
@@ -165,6 +168,20 @@ def finetune_args(a) -> list[str]:
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
     return args
+
+
+def unsynced_capture(self, fn, inputs: dict):
+    """GraphCapture's capture without `torch.cuda.synchronize()` before and after it: capturing runs nothing, and
+    the replays queued before it (of other graphs in the shared pool) end before the new graph's first replay, which
+    the same stream orders after them."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(self.stream):
+        graph.capture_begin(self.pool, capture_error_mode="thread_local")
+        try:
+            outputs = fn(inputs)
+        finally:
+            graph.capture_end()
+    return lambda: (graph.replay(), outputs)[1]
 
 
 @contextmanager
@@ -240,6 +257,8 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "timed": {"timed_setup": True},  # as bertkit runs, with every warm-up, capture and first replay timed (synced)
     "tf32": {"flags": "--precision fp32", "tf32": True},  # fp32 weights and activations, matmuls on TF32 tensor cores
     "warm0": {"no_later_warmup": True},  # a later shape captured at once, without its eager warm-up
+    "nosync": {"no_capture_sync": True},  # a capture without the device synchronised before and after it
+    "lean": {"no_later_warmup": True, "no_capture_sync": True},  # the set-up with both of the above
     "buckets4": {"flags": "--length-buckets 4"},  # 4 length buckets, not 8: fewer set-ups, more padding
     "buckets12": {"flags": "--length-buckets 12"},  # 12: more set-ups, less padding
 }
@@ -331,6 +350,7 @@ if __name__ == "__main__":
     p.add_argument("--cudnn-sdp", action="store_true", help="short steps' attention as PyTorch chooses (cuDNN's)")
     p.add_argument("--timed-setup", action="store_true", help="each warm-up, capture and first replay timed, synced")
     p.add_argument("--no-later-warmup", action="store_true", help="later shapes captured without an eager warm-up")
+    p.add_argument("--no-capture-sync", action="store_true", help="captures without synchronising the device")
     p.add_argument("--tf32", action="store_true", help="fp32 matmuls on TF32 tensor cores (with --finetune-args "
                    "'--precision fp32')")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
