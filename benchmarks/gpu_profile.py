@@ -22,7 +22,7 @@ query/key/value projection and of data resident on the device. With --epoch, eac
 the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, one process an arm and round
 (benchmarks/gpu_session.sh, step `setup`), since a process plans and loads kernels once; the `timed` arm prints
 every warm-up, capture and first replay with the device synchronised around it. The epoch's other arms (step
-`epoch`): `compile` (inductor's regions under the graphed step), `tf32` (fp32 with TF32 matmuls: no mixed
+`epoch`): `compile` (inductor's regions under the graphed step), `tf32` (`--precision tf32`: no mixed
 precision's casts), `warm0` (a later shape captured without its eager warm-up), `nosync` (captures without
 synchronising the device), `lean` (both), `buckets4`/`buckets12`.
 """
@@ -139,8 +139,6 @@ def run(a) -> dict | None:
             patches.enter_context(mock.patch.object(graphed, "WARMUP", (graphed.WARMUP[0], 0)))
         if a.no_capture_sync:  # the host captures while the device works through the replays queued before
             patches.enter_context(mock.patch.object(graphs.GraphCapture, "__call__", unsynced_capture))
-        if a.tf32 and CUDA:  # fp32 matmuls on TF32 tensor cores, for this run only
-            patches.enter_context(tf32_matmuls())
         if a.split_graphs:
             patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
         if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
@@ -182,17 +180,6 @@ def unsynced_capture(self, fn, inputs: dict):
         finally:
             graph.capture_end()
     return lambda: (graph.replay(), outputs)[1]
-
-
-@contextmanager
-def tf32_matmuls():
-    """CUDA fp32 matmuls on TF32 tensor cores while the context lasts (cuBLAS's and cuDNN's switches)."""
-    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def old_capture(self, fn, inputs: dict):
@@ -255,7 +242,7 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "cudnn": {"cudnn_sdp": True},  # short steps' attention as PyTorch chooses (cuDNN's), not flash/efficient/math
     "compile": {"flags": "--compile"},  # torch.compile'd regions (inductor, dynamic lengths) under the graphed step
     "timed": {"timed_setup": True},  # as bertkit runs, with every warm-up, capture and first replay timed (synced)
-    "tf32": {"flags": "--precision fp32", "tf32": True},  # fp32 weights and activations, matmuls on TF32 tensor cores
+    "tf32": {"flags": "--precision tf32"},  # fp32 weights and activations, matmuls on TF32 tensor cores
     "warm0": {"no_later_warmup": True},  # a later shape captured at once, without its eager warm-up
     "nosync": {"no_capture_sync": True},  # a capture without the device synchronised before and after it
     "lean": {"no_later_warmup": True, "no_capture_sync": True},  # the set-up with both of the above
@@ -351,8 +338,6 @@ if __name__ == "__main__":
     p.add_argument("--timed-setup", action="store_true", help="each warm-up, capture and first replay timed, synced")
     p.add_argument("--no-later-warmup", action="store_true", help="later shapes captured without an eager warm-up")
     p.add_argument("--no-capture-sync", action="store_true", help="captures without synchronising the device")
-    p.add_argument("--tf32", action="store_true", help="fp32 matmuls on TF32 tensor cores (with --finetune-args "
-                   "'--precision fp32')")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--epoch", action="store_true", help="with --arms: one epoch each, its training seconds (set-up "
                    "included; run each arm in a process of its own, as a user's run starts: kernels load and shapes "

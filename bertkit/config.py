@@ -37,10 +37,11 @@ class Compute:
     """How the run computes: precision, batching and the speed-ups (none of them changes what is learned beyond
     rounding)."""
 
-    precision: str = option("auto", "auto, fp32, bf16 or fp16. auto: bf16 on GPUs that compute it natively (compute "
-                                    "capability 8.0+), fp16 on older ones; on a CPU bf16 only with native bf16 "
-                                    "(avx512_bf16, AMX) measured faster than fp32, else fp32 (docs/scaling.md).",
-                            choices=["auto", "fp32", "bf16", "fp16"])
+    precision: str = option("auto", "auto, fp32, tf32, bf16 or fp16. auto: bf16 on GPUs that compute it natively "
+                                    "(compute capability 8.0+), fp16 on older ones; on a CPU bf16 only with native "
+                                    "bf16 (avx512_bf16, AMX) measured faster than fp32, else fp32. tf32: fp32 with "
+                                    "CUDA matmuls on TF32 tensor cores (GPUs of capability 8.0+; docs/scaling.md).",
+                            choices=["auto", "fp32", "tf32", "bf16", "fp16"])
     group_by_length: bool = option(True, "Batch examples of similar length together (fewer pad tokens).")
     pad_to_multiple: int | None = option(None, "Pad each training and evaluation batch to a multiple of this many "
                                                "word pieces (default: 8 on a GPU, for its tensor cores; on a CPU 32 "

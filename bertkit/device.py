@@ -8,6 +8,9 @@
   otherwise. `torch.ops.mkldnn._is_mkldnn_bf16_supported()` is not used: it is true where bf16 is only emulated
   (several times slower than fp32).
 - anything else: fp32.
+`--precision tf32` (training only) keeps fp32 weights and activations and runs CUDA matmuls on TF32 tensor cores
+(`matmul_precision`: PyTorch's two switches, set for the run and put back after): no mixed precision's casts, numerics
+between fp32's and bf16's (a 10-bit mantissa in the matmuls' inputs, fp32 sums); GPUs of compute capability 8.0+.
 The choice comes back with its reason and evidence (CPU flags, the two timings), which runs record in versions.json.
 
 Example:
@@ -20,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -27,7 +31,7 @@ import torch
 
 from .errors import BertkitError
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 MATMUL_SHAPE = (2048, 384, 1536)  # tokens × hidden × feed-forward: a MiniLM/BERT intermediate projection
 
@@ -102,6 +106,37 @@ def _cuda_choice(device: torch.device) -> PrecisionChoice:
                                    "fp16 with loss scaling", evidence)
 
 
+def _tf32_choice(device: torch.device) -> PrecisionChoice:
+    if device.type != "cuda":
+        raise BertkitError(f"--precision tf32 needs an NVIDIA GPU (compute capability 8.0+), not a {device.type} "
+                           "device; use fp32, bf16 or auto")
+    major, minor = torch.cuda.get_device_capability(device)
+    name = torch.cuda.get_device_name(device)
+    if major < 8:
+        raise BertkitError(f"--precision tf32 needs compute capability 8.0+ (Ampere, Hopper, ...); {name} has "
+                           f"{major}.{minor}: use fp32, fp16 or auto")
+    return PrecisionChoice("tf32", f"requested: fp32 weights and activations, matmuls on {name}'s TF32 tensor cores",
+                           {"gpu": name, "capability": f"{major}.{minor}"})
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str):
+    """Where `precision` is tf32: CUDA's fp32 matmuls and convolutions on TF32 tensor cores while the context lasts
+    (PyTorch's switches, put back as they were); nothing otherwise."""
+    if precision != "tf32":
+        yield
+        return
+    switches = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = [s.allow_tf32 for s in switches]
+    for s in switches:
+        s.allow_tf32 = True
+    try:
+        yield
+    finally:
+        for s, value in zip(switches, before, strict=True):
+            s.allow_tf32 = value
+
+
 def choose_precision(requested: str, device: torch.device, flags: set[str] | None = None,
                      timer=time_matmul) -> PrecisionChoice:
     """`requested` checked for `device`, or for 'auto' the precision the hardware runs fastest (module docstring).
@@ -110,6 +145,8 @@ def choose_precision(requested: str, device: torch.device, flags: set[str] | Non
         raise BertkitError(f"--precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
     if requested == "fp16" and device.type == "cpu":
         raise BertkitError("--precision fp16 needs a GPU; on CPU use bf16, fp32 or auto")
+    if requested == "tf32":
+        return _tf32_choice(device)
     if requested != "auto":
         return PrecisionChoice(requested, "requested")
     if device.type == "cuda":

@@ -113,6 +113,21 @@ def test_a_compiled_model_is_captured(tiny_bert, sst2_dir, tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-3), k
 
 
+def test_a_tf32_run_is_graphed_and_puts_the_switches_back(tiny_bert, sst2_dir, tmp_path):
+    """--precision tf32: fp32 weights and activations, CUDA matmuls on TF32 tensor cores for the run only; the step
+    graphed as an fp32 run's is."""
+    from .conftest import fit, small_config
+
+    before, during = torch.backends.cuda.matmul.allow_tf32, []
+    cfg = small_config(sst2_dir, tmp_path / "run", precision="tf32", batch_size=24, max_steps=30, eval_every="100")
+    _, result = fit(tiny_bert, cfg, callbacks=[lambda trainer, state: during.append(
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))])
+    step = result["train"]["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 15, step
+    assert during and set(during) == {(True, True)} and torch.backends.cuda.matmul.allow_tf32 == before
+    assert json.loads((tmp_path / "run" / "versions.json").read_text())["precision"] == "tf32"
+
+
 def test_a_class_weighted_loss_is_captured(tiny_bert, sst2_dir, tmp_path):
     """With class weights the graphed step still replays (their tensor is made once, not copied from the host at
     every step, which a capture refuses)."""

@@ -71,6 +71,52 @@ def test_explicit_precisions_are_checked():
         device.choose_precision("fp16", CPU)
 
 
+@pytest.mark.parametrize("capability", [(7, 5), (8, 0), (9, 0)])
+def test_tf32_is_fp32_on_tensor_cores_of_gpus_that_have_them(monkeypatch, capability):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "a GPU")
+    if capability < (8, 0):
+        with pytest.raises(BertkitError, match="tf32 needs compute capability 8.0"):
+            device.choose_precision("tf32", torch.device("cuda"))
+        return
+    choice = device.choose_precision("tf32", torch.device("cuda"))
+    assert choice.precision == "tf32" and "TF32 tensor cores" in choice.reason
+    with pytest.raises(BertkitError, match="tf32 needs an NVIDIA GPU"):
+        device.choose_precision("tf32", CPU)
+
+
+def test_tf32_switches_are_set_for_the_run_and_put_back():
+    switches = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = [s.allow_tf32 for s in switches]
+    try:
+        for start in (False, True):
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = start
+            with device.matmul_precision("bf16"):
+                assert [s.allow_tf32 for s in switches] == [start, start]
+            with pytest.raises(KeyError), device.matmul_precision("tf32"):  # put back however the run ends
+                assert [s.allow_tf32 for s in switches] == [True, True]
+                raise KeyError("a failed run")
+            assert [s.allow_tf32 for s in switches] == [start, start]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_given_fp32_accelerator_trains_tf32_when_asked(monkeypatch):
+    from types import SimpleNamespace
+
+    from bertkit.training.prepare import make_accelerator
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "a GPU")
+    given = SimpleNamespace(mixed_precision="no", device=torch.device("cuda"), gradient_accumulation_steps=1)
+    cfg = run_config(name="sst2", precision="tf32", grad_accum=2)
+    accelerator, choice = make_accelerator(cfg, "unused", given)
+    assert accelerator is given and choice.precision == "tf32" and given.gradient_accumulation_steps == 2
+    bf16 = SimpleNamespace(mixed_precision="bf16", device=torch.device("cuda"), gradient_accumulation_steps=1)
+    with pytest.raises(BertkitError, match="precision tf32 asked for, but the given Accelerator uses bf16"):
+        make_accelerator(cfg, "unused", bf16)
+
+
 @pytest.mark.usefixtures("cpu_only")  # a CPU's choice (a GPU's is bf16 or fp16)
 def test_the_run_records_the_precision_choice_and_why(tiny_bert, sst2_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(device, "_DECIDED", {})

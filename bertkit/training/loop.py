@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from ..batching import train_batches
 from ..config import RunConfig
 from ..config_files import to_yaml
+from ..device import matmul_precision
 from ..errors import BertkitError
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
@@ -168,7 +169,8 @@ class Trainer:
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         self._restore_forward = None
         try:
-            with model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
+            with matmul_precision(self.precision), \
+                    model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self._applied = applied
                 state = self._start(total_steps, loader)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"

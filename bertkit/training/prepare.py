@@ -52,6 +52,9 @@ def make_accelerator(config, output_dir, accelerator=None):
     state = launch.start()
     if accelerator is not None:
         used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
+        if config.compute.precision == "tf32" and used == "fp32":  # fp32 storage; TF32 matmuls (`matmul_precision`)
+            accelerator.gradient_accumulation_steps = config.grad_accum
+            return accelerator, choose_precision("tf32", accelerator.device)
         if config.compute.precision not in ("auto", used):
             raise BertkitError(f"precision {config.compute.precision} asked for, but the given Accelerator uses "
                                f"{used}")
@@ -70,7 +73,7 @@ def make_accelerator(config, output_dir, accelerator=None):
         # without waiting for the device
         dynamo.update(kwargs_handlers=[AutocastKwargs(cache_enabled=False)],
                       dataloader_config=DataLoaderConfiguration(non_blocking=True))
-    mixed = {"fp32": "no"}.get(choice.precision, choice.precision)
+    mixed = {"fp32": "no", "tf32": "no"}.get(choice.precision, choice.precision)
     try:
         accelerator = Accelerator(mixed_precision=mixed, gradient_accumulation_steps=config.grad_accum,
                                   log_with=config.report_to or None, project_dir=str(Path(output_dir) / "trackers"),
