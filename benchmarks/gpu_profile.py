@@ -148,7 +148,7 @@ def run(a) -> dict | None:
         rc = cli(finetune_args(a))
     if rc == 0 and a.epoch:  # the epoch's training time and its step's set-up, from the run's metrics.json
         train = json.loads((Path(a.output_dir) / "metrics.json").read_text())["train"]
-        report.update(train_seconds=train["train_seconds"], step=train["step"])
+        report.update(train_seconds=train["train_seconds"], step=train["step"], precision=train["precision"])
         return report
     if rc != 0 or "loop_ms_per_step" not in report:
         return None
@@ -271,9 +271,11 @@ def alternate(a) -> int:
             step = report["step"] if report else "FAILED"
             if a.epoch:
                 times[arm].append(report["train_seconds"] if report else float("nan"))
+                brief = ", ".join(f"{k} {step[k]}" for k in ("kind", "graphs", "replays", "setup_seconds",
+                                                              "capture_seconds", "capture_failed") if k in step)
                 print(f"ab round {i + 1} {arm}: epoch {times[arm][-1]:.1f} s of training (run "
-                      f"{time.perf_counter() - t:.0f} s; {a.model} {b.finetune_args.strip()}; step {step})",
-                      flush=True)
+                      f"{time.perf_counter() - t:.0f} s; {Path(a.model).name} {b.finetune_args.strip()}; "
+                      f"{report.get('precision') if report else ''}; step {brief or step})", flush=True)
                 for phase, seconds in (report or {}).get("setup_phases", []):
                     print(f"   {phase}: {seconds * 1e3:.1f} ms")
                 continue
