@@ -13,7 +13,7 @@ matmul rate measured in this run. Rows (`--only` takes names or numbers):
              --trainer-steps timed (its set-up and first steps are not) → an epoch
   4 eager    bertkit --train-step eager, random bert-base, batch 32: --trainer-steps steps → an epoch
   5 graphed  bertkit --train-step graphed, random bert-base, batch 32, one full epoch (target ≤ 10 s, ≥ 5× Trainer);
-             bf16 as every row, or `--graphed-precision tf32`
+             `--graphed-args` adds flags to it (e.g. '--precision tf32')
   6 minilm   packaged MiniLM (the recipe's settings), one epoch eager and one graphed, seed 42 (target: graphed
              ≤ 4 s, dev ≥ 89.0 % and within the seed spread of eager)
   7 infer    extract (MiniLM, last4 concat mean) and predict (the graphed MiniLM run) of the first 20,000 training
@@ -31,6 +31,7 @@ import inspect
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -245,10 +246,10 @@ def row(label, seconds=None, steps=None, epoch_steps=None, ex_s=None, flop=None,
 def finetune(a, label: str, name: str, model: str, step: str, extra: list[str], target: str) -> dict:
     """A `bertkit finetune sst2` run's row, from its metrics.json; a full epoch unless --max-steps is in `extra`."""
     out, mini = Path(a.tmp) / name, model == "minilm-l6"
-    precision = a.graphed_precision if name == "graphed" else "bf16"
-    small = ["--max-train-samples", "200", "--max-eval-samples", "100"] if a.quick else ["--precision", precision]
+    small = ["--max-train-samples", "200", "--max-eval-samples", "100"] if a.quick else ["--precision", "bf16"]
+    more = shlex.split(a.graphed_args) if name == "graphed" else []  # after bf16: a --precision here wins
     why = run(a, name, [sys.executable, "-m", "bertkit.cli", "finetune", "sst2", "--model", model, "--train-step",
-                        step, "--seed", "42", "--output-dir", str(out), *extra, *small], 150)
+                        step, "--seed", "42", "--output-dir", str(out), *extra, *small, *more], 150)
     if why:
         return row(label, note=why)
     m = json.loads((out / "metrics.json").read_text())
@@ -400,8 +401,8 @@ if __name__ == "__main__":
     p.add_argument("--budget", type=float, default=280, help="seconds for all rows together (default 280)")
     p.add_argument("--cudnn-attention", action="store_true", help="an A/B's side: graphed inference's attention "
                    "as PyTorch chooses at every length (cuDNN's on an H100), not PyTorch's own up to 128 positions")
-    p.add_argument("--graphed-precision", default="bf16", choices=["bf16", "tf32"],
-                   help="row 5's precision (bert-base's graphed epoch; default bf16, as every other row)")
+    p.add_argument("--graphed-args", default="", help="more `bertkit finetune` flags for row 5 (bert-base's graphed "
+                   "epoch), e.g. '--precision tf32' or '--compile'; every row is bf16 otherwise")
     p.add_argument("--worker", choices=["matmul", "bare", "trainer", "infer"], help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     a = p.parse_args()

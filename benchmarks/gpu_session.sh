@@ -10,7 +10,7 @@
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~60 s
-#   bench    benchmarks/gpu.py, issue 40's table                                                   ≤ 280 s
+#   bench    benchmarks/gpu.py, issue 40's table ($GRAPHED_ARGS: more flags for bert-base's graphed row) ≤ 280 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
@@ -37,7 +37,8 @@ for s in $STEPS; do
     tests) say tests; timeout 200 python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_gpu.py \
              >"$OUT/test_gpu.log" 2>&1; echo "rc=$?"; grep -E "passed|failed" "$OUT/test_gpu.log" | tail -1
            grep -E "^(E |FAILED|ERROR)" "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
-    bench) say bench; timeout 300 python3 benchmarks/gpu.py --budget 280 --out "$OUT/gpu-bench" >"$OUT/bench.log" 2>&1
+    bench) say bench; timeout 300 python3 benchmarks/gpu.py --budget 280 --out "$OUT/gpu-bench" \
+             --graphed-args "${GRAPHED_ARGS:-}" >"$OUT/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$OUT/bench.log" | cut -c1-220;;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
