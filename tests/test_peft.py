@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -28,7 +29,10 @@ def lora_run(tmp_path_factory, tiny_bert, sst2_dir):
 def test_only_the_adapter_and_the_head_train(tiny_bert, sst2_dir, tmp_path):
     from safetensors.torch import load_file
 
-    task, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", peft="lora", lora_r=4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", peft="lora", lora_r=4))
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]  # peft's, not the user's
     assert not type(task.model).__module__.startswith("peft")  # the merged plain model again
     assert all(p.requires_grad for p in task.model.parameters())  # trainable as before
     adapter = load_file(str(tmp_path / "run" / "checkpoints" / "best" / "adapter_model.safetensors"))

@@ -13,6 +13,7 @@ The head (the classifier, the QA span layer; the pooler where the head reads it)
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 from .. import families
@@ -53,7 +54,9 @@ def wrap(task, options, log=print):
                                      lora_dropout=options.lora_dropout, target_modules=targets, modules_to_save=heads)
         else:
             config = peft.IA3Config(target_modules=targets, feedforward_modules=[], modules_to_save=heads)
-        wrapped = peft.get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft asks transformers 5's deprecated name: peft's to change, not a user's
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            wrapped = peft.get_peft_model(model, config)
     except ValueError as e:  # a target layer that the model does not have, a family peft has no default for
         raise BertkitError(f"--peft {options.method}: {e} (choose the layers with --lora-target)") from None
     trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
