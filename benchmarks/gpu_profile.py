@@ -137,8 +137,9 @@ def run(a) -> dict | None:
             patches.enter_context(timed_setup(report))
         if a.no_later_warmup:  # a later shape's capture without an eager run of it first
             patches.enter_context(mock.patch.object(graphed, "WARMUP", (graphed.WARMUP[0], 0)))
-        if a.no_capture_sync:  # the host captures while the device works through the replays queued before
-            patches.enter_context(mock.patch.object(graphs.GraphCapture, "__call__", unsynced_capture))
+        if a.no_capture_sync:  # the host captures while the device works through the replays queued before (capturing
+            # runs nothing; a new graph's first replay follows them on the same stream)
+            patches.enter_context(mock.patch.object(graphs.GraphCapture, "sync", False))
         if a.split_graphs:
             patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
         if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
@@ -166,20 +167,6 @@ def finetune_args(a) -> list[str]:
     if a.quick:
         args += ["--max-train-samples", str(32 * (a.warm + a.steps + 2))]
     return args
-
-
-def unsynced_capture(self, fn, inputs: dict):
-    """GraphCapture's capture without `torch.cuda.synchronize()` before and after it: capturing runs nothing, and
-    the replays queued before it (of other graphs in the shared pool) end before the new graph's first replay, which
-    the same stream orders after them."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(self.stream):
-        graph.capture_begin(self.pool, capture_error_mode="thread_local")
-        try:
-            outputs = fn(inputs)
-        finally:
-            graph.capture_end()
-    return lambda: (graph.replay(), outputs)[1]
 
 
 def old_capture(self, fn, inputs: dict):

@@ -96,6 +96,8 @@ class GraphCapture:
     (`bertkit.training.graphed`): a side stream, a memory pool all of its graphs share (they never run at once), and
     capture itself. Tests on a CPU replace it with one whose "graph" calls the function again on its inputs."""
 
+    sync = True  # the device synchronised before and after a capture (benchmarks/gpu_profile.py's `nosync` arm: off)
+
     def __init__(self):
         self.stream = torch.cuda.Stream()
         self.pool = torch.cuda.graph_pool_handle()
@@ -115,7 +117,8 @@ class GraphCapture:
         memory's caches first: a run captures a graph per shape, and each emptying frees blocks the next eager batch
         and the loader's pinned buffers allocate again."""
         graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
+        if self.sync:
+            torch.cuda.synchronize()
         try:
             with torch.cuda.stream(self.stream):
                 # thread_local: the DataLoader's pin-memory thread may call CUDA while this thread captures
@@ -125,7 +128,8 @@ class GraphCapture:
                 finally:
                     graph.capture_end()
         finally:
-            torch.cuda.synchronize()
+            if self.sync:
+                torch.cuda.synchronize()
 
         def replay():
             graph.replay()
