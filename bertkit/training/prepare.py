@@ -52,14 +52,13 @@ def make_accelerator(config, output_dir, accelerator=None):
     state = launch.start()
     if accelerator is not None:
         used = {"no": "fp32"}.get(accelerator.mixed_precision, accelerator.mixed_precision)
-        if config.compute.precision == "tf32" and used == "fp32":  # fp32 storage; TF32 matmuls (`matmul_precision`)
-            accelerator.gradient_accumulation_steps = config.grad_accum
-            return accelerator, choose_precision("tf32", accelerator.device)
-        if config.compute.precision not in ("auto", used):
+        tf32 = config.compute.precision == "tf32" and used == "fp32"  # fp32 storage; TF32 matmuls (`matmul_precision`)
+        if not tf32 and config.compute.precision not in ("auto", used):
             raise BertkitError(f"precision {config.compute.precision} asked for, but the given Accelerator uses "
                                f"{used}")
         accelerator.gradient_accumulation_steps = config.grad_accum
-        return accelerator, PrecisionChoice(used, "the given Accelerator's mixed_precision")
+        return accelerator, (choose_precision("tf32", accelerator.device) if tf32
+                             else PrecisionChoice(used, "the given Accelerator's mixed_precision"))
     choice = launch.main_value(state, choose_precision(config.compute.precision, state.device))
     dynamo = {}  # further Accelerator arguments
     if config.compute.compile:
