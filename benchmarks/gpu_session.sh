@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# A lent GPU's session in two calls (a call may run 600 s; the session has 900 s of device time, starts included):
-# after `../shared/gpu/bundle.sh` here, `run` with carry [".gpu"] and the command
-#   STEPS="epoch tests" bash benchmarks/gpu_session.sh        (timeout_s 600; about 8 minutes)
-#   STEPS="bench" bash benchmarks/gpu_session.sh              (timeout_s 360; about 5 minutes; after making default
-#                                                             what the epoch A/B kept)
+# A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
+# 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
+# with carry [".gpu"], timeout_s 600 and the command
+#   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 9 minutes: the epoch A/B, then the table
+#                                                                with what that A/B kept, then the GPU's tests)
 # and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
 # `compile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~60 s
-#   bench    benchmarks/gpu.py, issue 40's table ($GRAPHED_ARGS: more flags for bert-base's graphed row) ≤ 280 s
+#   bench    benchmarks/gpu.py, issue 40's table; bert-base's graphed row with what this call's `epoch` step kept
+#            (an arm ≥ 3 % faster than `whole` in both rounds: tf32 → --precision tf32, lean → --graphed-lean), or
+#            with $GRAPHED_ARGS (more flags) where set; its budget what is left of the call, at most 280 s  ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
@@ -21,8 +23,9 @@
 #            regions under the graphed step), each a process, twice (the second compile finds inductor's cache) ≤ 400 s
 #   epoch    bert-base's epoch (training seconds, set-up and compiles included), each arm a process, in turn twice:
 #            as bertkit runs, --compile (cold inductor cache, then warm), fp32 with TF32 matmuls, a leaner set-up
-#            (later shapes captured without a warm-up, captures without synchronising the device) ($EPOCH_ARMS;
-#            an arm starts only if its timeout ends before the call's: $CALL_LIMIT, default 590 s)   ≤ 500 s
+#            (later shapes captured without a warm-up, captures without synchronising the device) ($EPOCH_ARMS,
+#            default "whole tf32 lean", ~35 s a process; an arm starts only if its timeout ends before the call's:
+#            $CALL_LIMIT, default 590 s; `compile` is its own step for the call's end)                  ≤ 250 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
@@ -32,6 +35,12 @@ set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"; STEPS=${STEPS:-tests bench profile suite}
 say() { echo "=== $(date +%T) $*"; }
 left() { echo $(( ${CALL_LIMIT:-590} - SECONDS )); }  # seconds left of the call (SECONDS: since this script began)
+kept() {  # of the arms named, those whose epoch was ≥ 3 % shorter than `whole`'s in both rounds of $OUT/epoch.log
+  awk -v arms="$*" 'BEGIN { n = split(arms, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+    /^ab round [12] [a-z0-9]+: epoch [0-9.]+ s/ { arm = $4; sub(":", "", arm); s[arm, $3] = $6 }
+    END { for (arm in want) if (arm != "whole") { ok = 1
+            for (r = 1; r <= 2; r++) if (!((arm, r) in s) || !(("whole", r) in s) || s[arm, r] > 0.97 * s["whole", r]) ok = 0
+            if (ok) printf "%s ", arm } }' "$OUT/epoch.log" 2>/dev/null; }
 say setup; source .gpu/setup.sh >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }; tail -3 "$OUT/setup.log"
 for s in $STEPS; do
   case $s in
@@ -39,8 +48,12 @@ for s in $STEPS; do
            timeout $t python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_gpu.py \
              >"$OUT/test_gpu.log" 2>&1; echo "rc=$?"; grep -E "passed|failed|skipped" "$OUT/test_gpu.log" | tail -1
            grep -E "^(E |FAILED|ERROR)" "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
-    bench) say bench; timeout 300 python3 benchmarks/gpu.py --budget 280 --out "$OUT/gpu-bench" \
-             --graphed-args "${GRAPHED_ARGS:-}" >"$OUT/bench.log" 2>&1
+    bench) t=$(( $(left) < 300 ? $(left) : 300 )); (( t < 150 )) && { echo "bench skipped: ${t} s left"; continue; }
+           kept=$(kept tf32 lean); ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo "--precision tf32")}
+           lean=$([[ $kept == *lean* ]] && echo --graphed-lean)
+           say "bench (graphed row: '${ga}' ${lean}; the epoch A/B kept: ${kept:-nothing})"
+           timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$OUT/gpu-bench" \
+             --graphed-args "$ga" $lean >"$OUT/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$OUT/bench.log" | cut -c1-220;;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$OUT/profile-$n" >"$OUT/profile-$n.log" 2>&1
@@ -58,13 +71,14 @@ for s in $STEPS; do
     compile) say "compile: bert-base's epoch, each a process: as bertkit runs, --compile (cold cache), again, --compile (warm)"
            for arm in whole compile whole compile; do timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" --epoch \
              --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done;;
-    epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole compile tf32 lean}"
+    epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole tf32 lean}"
            for r in 1 2; do for arm in $EPOCH_ARMS; do
-             limit=$([ $arm = compile ] && echo 150 || echo 90)
+             limit=$([ $arm = compile ] && echo 150 || echo 80)
              if (( limit > $(left) )); then echo "epoch: $arm round $r skipped (${limit} s would pass the call's)"; continue; fi
              timeout $limit python3 benchmarks/gpu_profile.py --model "$BB" \
-               --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330
-           done; done;;
+               --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330 \
+               | tee -a "$OUT/epoch.log"
+           done; done; echo "kept (≥ 3 % faster than whole in both rounds): $(kept $EPOCH_ARMS)";;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
              --budget 80 --out "$OUT/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \
