@@ -160,6 +160,13 @@ def choose_precision(requested: str, device: torch.device, flags: set[str] | Non
     return PrecisionChoice("fp32", f"no bf16 policy for device type {device.type}")
 
 
+def check_precision(requested: str, device: torch.device) -> None:
+    """Refuse at once a precision `device` cannot run (fp16 on a CPU, tf32 without an Ampere GPU, a mistyped name),
+    before a run reads data or loads a model; 'auto' is decided when the run starts (it may time a matmul)."""
+    if requested != "auto":
+        choose_precision(requested, device)
+
+
 def autocast(precision: str, device: torch.device, cache: bool = True):
     """The autocast context of `precision` on `device` (no-op for fp32); `cache=False` inside a CUDA graph capture
     (a cached cast would outlive the replay it was made in)."""

@@ -123,6 +123,8 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
     (["finetune", "sst2", "--precision", "fp16", "--model", "{tiny}", "--data-dir", "{data}"], "fp16 needs a GPU"),
     (["finetune", "sst2", "--precision", "tf32", "--model", "{tiny}", "--data-dir", "{data}"],
      "tf32 needs an NVIDIA GPU"),
+    (["finetune", "sst2", "--precision", "tf32", "--model", "./no/such/model", "--data-dir", "{missing}"],
+     "tf32 needs an NVIDIA GPU"),  # refused before the model or the data is looked for
     (["predict", "--model", "{run}", "--input", "{missing}"], "file not found"),
     (["evaluate", "--model", "{run}", "--task", "sst2", "--split", "train2"], "split 'train2' not known"),
     (["evaluate", "--model", "{run}", "--recipe", "squad"], "recipe squad is a question-answering recipe"),

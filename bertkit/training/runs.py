@@ -23,12 +23,14 @@ def default_output_dir(cfg) -> str:
 def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pickle: bool = False) -> dict | None:
     """Validate the data, then train once, or once per seed of `seeds` with a summary; return the metrics (a seed
     summary with `seeds`) on the main process, None on the others."""
+    from ..device import check_precision
     from ..memory import MemoryLog
     from ..tasks import get_task
     from . import launch
 
     t0 = time.perf_counter()
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
+    check_precision(cfg.compute.precision, processes.device)  # a precision this device lacks: refused before loading
     memory = MemoryLog(processes.device)
     out = Path(cfg.output_dir or launch.main_value(processes, default_output_dir(cfg)))  # one name for all
     if resume and not out.is_dir():
