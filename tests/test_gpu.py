@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from .conftest import tiny_run
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -186,3 +188,30 @@ def test_features_on_the_gpu_are_the_cpus(pool, tiny_bert):
     for _ in range(3):  # eager, captured, replayed
         for a, b in zip(cpu, fx(sentences), strict=True):
             np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_serve_on_the_gpu_answers_as_the_cpu(tmp_path_factory, tiny_bert):
+    """`bertkit serve`'s engine on the GPU (graphed, bucketed forwards) gives the answers of the run's model on the
+    CPU, at its first call (eager), second (captured) and third (replayed)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertkit.serve.app import create_app
+    from bertkit.serve.engine import Engine
+    from bertkit.tasks import load_task
+
+
+    run = tiny_run(tmp_path_factory, tiny_bert, "sst2")
+    texts = ["the film was wonderful and funny", "a dull , tedious plot", "null", "the story is " * 40 + "weak"] * 5
+    cpu = load_task(str(run))
+    cpu.model.cpu().eval()
+    expected = cpu.predict_rows([{"text": t} for t in texts], probs=True)
+    engine = Engine(str(run), precision="fp32")
+    assert engine.device == "cuda"
+    with TestClient(create_app(engine)) as client:
+        for _ in range(3):
+            r = client.post("/predict", json={"texts": texts, "probs": True})
+            assert r.status_code == 200, r.text
+            for served, want in zip(r.json()["predictions"], expected, strict=True):
+                assert served["label"] == want["label"]
+                assert served["probabilities"] == pytest.approx(want["probabilities"], abs=1e-4)
