@@ -55,6 +55,7 @@ def test_only_the_adapter_and_the_head_train(tiny_bert, sst2_dir, tmp_path):
     assert right / len(dev) == result["dev"]["accuracy"]
 
 
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")  # PeftModel calls it
 def test_the_merged_checkpoint_loads_without_peft_and_answers_as_the_adapter(lora_run, tiny_bert):
     code = ("import sys, json, torch\n"
             "from transformers import AutoModelForSequenceClassification as M, AutoTokenizer as T\n"
