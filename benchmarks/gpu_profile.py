@@ -260,9 +260,13 @@ def alternate(a) -> int:
                 times[arm].append(report["train_seconds"] if report else float("nan"))
                 brief = ", ".join(f"{k} {step[k]}" for k in ("kind", "graphs", "replays", "setup_seconds",
                                                               "capture_seconds", "capture_failed") if k in step)
+                rest = ""  # the training seconds less the set-up, per replay (the eager short batch counted in)
+                if report and step.get("replays"):
+                    rest = (f"; the rest {times[arm][-1] - step['setup_seconds']:.2f} s, "
+                            f"{(times[arm][-1] - step['setup_seconds']) / step['replays'] * 1e3:.2f} ms a replay")
                 print(f"ab round {i + 1} {arm}: epoch {times[arm][-1]:.1f} s of training (run "
                       f"{time.perf_counter() - t:.0f} s; {Path(a.model).name} {b.finetune_args.strip()}; "
-                      f"{report.get('precision') if report else ''}; step {brief or step})", flush=True)
+                      f"{report.get('precision') if report else ''}; step {brief or step}{rest})", flush=True)
                 for phase, seconds in (report or {}).get("setup_phases", []):
                     print(f"   {phase}: {seconds * 1e3:.1f} ms")
                 continue
