@@ -2,17 +2,20 @@
 # A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
 # with carry [".gpu"], timeout_s 600 and the command
-#   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 9 minutes: the epoch A/B, then the table
-#                                                                with what that A/B kept, then the GPU's tests)
+#   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 10 minutes: the epoch A/B, then the table
+#                                                                with what that A/B kept, then the tests if time is
+#                                                                left; else, at once while the machine is warm (30 s),
+#                                                                STEPS="tests", timeout_s 200)
 # and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
 # `compile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Each step has its own timeout and its log under $OUT; a step that fails does not stop the others. Tests run 8 at
 # once with 2 threads each (with a thread a core each, 8 at once timed out on 16 cores).
 #   tests    tests/test_gpu.py (the CUDA side of the graphed step and of graphed inference)         ~60 s
-#   bench    benchmarks/gpu.py, issue 40's table; bert-base's graphed row with what this call's `epoch` step kept
-#            (an arm ≥ 3 % faster than `whole` in both rounds: tf32 → --precision tf32, lean → --graphed-lean), or
-#            with $GRAPHED_ARGS (more flags) where set; its budget what is left of the call, at most 280 s  ≤ 300 s
+#   bench    benchmarks/gpu.py, issue 40's table; bert-base's graphed row with what this call's `epoch` step
+#            kept (an arm ≥ 3 % faster than `whole` in both rounds: tf32 → --precision tf32, buckets4 →
+#            --length-buckets 4, lean → --graphed-lean), or with $GRAPHED_ARGS (more flags) where set; its budget
+#            what is left of the call, at most 280 s                                                  ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
@@ -22,10 +25,11 @@
 #   compile  bert-base's epoch (training seconds, compile included) as bertkit runs against --compile (inductor's
 #            regions under the graphed step), each a process, twice (the second compile finds inductor's cache) ≤ 400 s
 #   epoch    bert-base's epoch (training seconds, set-up and compiles included), each arm a process, in turn twice:
-#            as bertkit runs, --compile (cold inductor cache, then warm), fp32 with TF32 matmuls, a leaner set-up
-#            (later shapes captured without a warm-up, captures without synchronising the device) ($EPOCH_ARMS,
-#            default "whole tf32 lean", ~35 s a process; an arm starts only if its timeout ends before the call's:
-#            $CALL_LIMIT, default 590 s; `compile` is its own step for the call's end)                  ≤ 250 s
+#            as bertkit runs (whole), fp32 with TF32 matmuls (tf32), a leaner set-up (lean: later shapes captured
+#            without a warm-up, captures without synchronising the device), 4 length buckets, not 8 (buckets4:
+#            fewer set-ups, more padding) ($EPOCH_ARMS, default "whole tf32 lean buckets4", ~35 s a process; an
+#            arm starts only if its timeout ends before the call's, $CALL_LIMIT, default 590 s; `compile` has
+#            its own step)                                                                            ≤ 330 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
@@ -49,7 +53,9 @@ for s in $STEPS; do
              >"$OUT/test_gpu.log" 2>&1; echo "rc=$?"; grep -E "passed|failed|skipped" "$OUT/test_gpu.log" | tail -1
            grep -E "^(E |FAILED|ERROR)" "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
     bench) t=$(( $(left) < 300 ? $(left) : 300 )); (( t < 150 )) && { echo "bench skipped: ${t} s left"; continue; }
-           kept=$(kept tf32 lean); ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo "--precision tf32")}
+           kept=$(kept tf32 lean buckets4)
+           ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo -n "--precision tf32 "; [[ $kept == *buckets4* ]] \
+             && echo -n "--length-buckets 4")}
            lean=$([[ $kept == *lean* ]] && echo --graphed-lean)
            say "bench (graphed row: '${ga}' ${lean}; the epoch A/B kept: ${kept:-nothing})"
            timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$OUT/gpu-bench" \
@@ -73,9 +79,9 @@ for s in $STEPS; do
              if (( 150 > $(left) )); then echo "compile: $arm skipped (150 s would pass the call's)"; continue; fi
              timeout 150 python3 benchmarks/gpu_profile.py --model "$BB" --epoch \
              --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done;;
-    epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole tf32 lean}"
+    epoch) say "epoch: bert-base's epoch, each arm a process, in turn twice: ${EPOCH_ARMS:=whole tf32 lean buckets4}"
            for r in 1 2; do for arm in $EPOCH_ARMS; do
-             limit=$([ $arm = compile ] && echo 150 || echo 80)
+             limit=$([ $arm = compile ] && echo 150 || echo 70)
              if (( limit > $(left) )); then echo "epoch: $arm round $r skipped (${limit} s would pass the call's)"; continue; fi
              timeout $limit python3 benchmarks/gpu_profile.py --model "$BB" \
                --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | sed "s/^ab round 1/ab round $r/" | cut -c1-330 \
