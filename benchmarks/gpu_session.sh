@@ -5,7 +5,7 @@
 #   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 10 minutes: the epoch A/B, then the table
 #                                                                with what that A/B kept, then the tests if time is
 #                                                                left; else, at once while the machine is warm (30 s),
-#                                                                STEPS="tests", timeout_s 200)
+#                                                                CALL_LIMIT=150 STEPS="tests", timeout_s 170)
 # and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
 # `compile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
@@ -49,9 +49,12 @@ say setup; source .gpu/setup.sh >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup
 for s in $STEPS; do
   case $s in
     tests) say tests; t=$(( $(left) < 200 ? $(left) : 200 )); (( t < 30 )) && { echo "tests skipped: ${t} s left"; continue; }
-           timeout $t python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_gpu.py \
-             >"$OUT/test_gpu.log" 2>&1; echo "rc=$?"; grep -E "passed|failed|skipped" "$OUT/test_gpu.log" | tail -1
-           grep -E "^(E |FAILED|ERROR)" "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
+           for k in "not compiled and not True" "compiled or True"; do  # the inductor compiles last: the slowest
+             PYTHONUNBUFFERED=1 timeout $(( $(left) < t ? $(left) : t )) python3 -m pytest -v -p no:cacheprovider \
+               --tb=short --timeout 120 -k "$k" tests/test_gpu.py >>"$OUT/test_gpu.log" 2>&1; echo "rc=$?"
+           done  # -v: each test's verdict is in the log as it ends, also where time ran out
+           grep -E "(PASSED|FAILED|ERROR|SKIPPED)( |$)" "$OUT/test_gpu.log" | sed 's/^tests.test_gpu.py:://' | cut -c1-150
+           grep -E "passed|failed" "$OUT/test_gpu.log" | tail -1; grep -E "^E " "$OUT/test_gpu.log" | cut -c1-300 | head -30;;
     bench) t=$(( $(left) < 300 ? $(left) : 300 )); (( t < 150 )) && { echo "bench skipped: ${t} s left"; continue; }
            kept=$(kept tf32 lean buckets4)
            ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo -n "--precision tf32 "; [[ $kept == *buckets4* ]] \
