@@ -4,12 +4,13 @@ they wrap is checked on a CPU by test_graphed_step.py and test_graphed_inference
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from .conftest import tiny_run
+from .conftest import TINY_RUNS, tiny_run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -188,6 +189,18 @@ def test_features_on_the_gpu_are_the_cpus(pool, tiny_bert):
     for _ in range(3):  # eager, captured, replayed
         for a, b in zip(cpu, fx(sentences), strict=True):
             np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(TINY_RUNS))  # every task's shapes: pairs, windows, per-position labels, choices
+def test_every_task_trains_graphed_on_the_gpu(name, tmp_path_factory, tiny_bert):
+    """Each built-in task and the plugin fine-tune through the graphed step (a CUDA graph per batch shape) with no
+    capture failing and to a finite loss."""
+    run = tiny_run(tmp_path_factory, tiny_bert, name)
+    train = json.loads((run / "metrics.json").read_text())["train"]
+    step = train["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["graphs"] >= 1, step
+    losses = [json.loads(line)["loss"] for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert losses and all(map(math.isfinite, losses))
 
 
 @pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-4), ("bf16", 2e-2)])  # bf16: auto's choice there
