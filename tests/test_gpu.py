@@ -3,6 +3,7 @@ they wrap is checked on a CPU by test_graphed_step.py and test_graphed_inference
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from .conftest import TINY_RUNS, tiny_run
+from .conftest import TINY_RUNS, cloze_registered, tiny_run, tiny_run_args
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -192,14 +193,18 @@ def test_features_on_the_gpu_are_the_cpus(pool, tiny_bert):
 
 
 @pytest.mark.parametrize("name", list(TINY_RUNS))  # every task's shapes: pairs, windows, per-position labels, choices
-def test_every_task_trains_graphed_on_the_gpu(name, tmp_path_factory, tiny_bert):
-    """Each built-in task and the plugin fine-tune through the graphed step (a CUDA graph per batch shape) with no
-    capture failing and to a finite loss."""
-    run = tiny_run(tmp_path_factory, tiny_bert, name)
-    train = json.loads((run / "metrics.json").read_text())["train"]
-    step = train["step"]
-    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["graphs"] >= 1, step
-    losses = [json.loads(line)["loss"] for line in (run / "train_log.jsonl").read_text().splitlines()]
+def test_every_task_trains_graphed_on_the_gpu(name, tmp_path_factory, tiny_bert, tmp_path):
+    """Each built-in task and the plugin fine-tune through the graphed step (one length bucket: a shape's two
+    warm-ups, its capture, then replays) with no capture failing, to a finite loss."""
+    from bertkit.cli import main
+
+    args = tiny_run_args(tmp_path_factory, tiny_bert, name, tmp_path / "run")
+    with cloze_registered() if name == "cloze" else contextlib.nullcontext():
+        assert main([*args, "--length-buckets", "1", "--max-steps", "8", "--eval-every", "8"]) == 0
+    step = json.loads((tmp_path / "run" / "metrics.json").read_text())["train"]["step"]
+    assert step["kind"] == "graphed" and step["capture_failed"] is None and step["graphs"] == 1, step
+    assert step["replays"] >= 1, step
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     assert losses and all(map(math.isfinite, losses))
 
 
