@@ -5,7 +5,7 @@
 #   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 10 minutes: the epoch A/B, then the table
 #                                                                with what that A/B kept, then the tests if time is
 #                                                                left; else, at once while the machine is warm (30 s),
-#                                                                CALL_LIMIT=150 STEPS="tests", timeout_s 170)
+#                                                                CALL_LIMIT=170 STEPS="tests", timeout_s 190)
 # and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`,
 # `compile`: earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
