@@ -127,6 +127,32 @@ def test_the_run_records_the_precision_choice_and_why(tiny_bert, sst2_dir, tmp_p
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["train"]["precision"] == "fp32"
 
 
+@pytest.mark.usefixtures("cpu_only")
+def test_an_evaluation_called_after_fit_runs_in_the_runs_matmul_precision(tiny_bert, sst2_dir, tmp_path,
+                                                                          monkeypatch):
+    from bertkit import SequenceClassification
+    from bertkit.training import loop
+
+    cfg = small_config(sst2_dir, tmp_path / "run", epochs=1)
+    train, evals, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    trainer = Trainer(task, cfg)
+    result = trainer.fit(train, evals)
+    trainer.precision = "tf32"  # as a GPU run of --precision tf32 has it (a CPU refuses tf32 before training)
+    seen, predict = [], loop.predict_features
+    monkeypatch.setattr(loop, "predict_features",
+                        lambda *a: seen.append(torch.backends.cuda.matmul.allow_tf32) or predict(*a))
+    name, rows = next(iter(evals.items()))
+    examples = task.examples(rows)
+    before, torch.backends.cuda.matmul.allow_tf32 = torch.backends.cuda.matmul.allow_tf32, False
+    try:
+        metrics, _ = trainer.evaluate({name: (examples, task.encode(examples))})
+        assert seen == [True] and torch.backends.cuda.matmul.allow_tf32 is False  # set for it, then put back
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert metrics[name] == result[name]  # the best weights, scored again: what fit reported
+
+
 # --- CPU speed-ups ---------------------------------------------------------------------------------------------
 def model_of(tiny_bert):
     torch.manual_seed(0)

@@ -84,10 +84,11 @@ class Trainer:
             tqdm.write(msg, file=sys.stderr)
 
     def evaluate(self, eval_sets: dict) -> tuple[dict, dict]:
-        """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it."""
+        """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it. Its
+        matmuls run in the run's precision (tf32's switches) whether called by `fit` or after it."""
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
-            with self.memory.phase("evaluation"):
+            with self.memory.phase("evaluation"), matmul_precision(self.precision):
                 plan = getattr(self, "step_plan", None)
                 buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
                 outputs = predict_features(self.accelerator, self.model, self.task, features,
