@@ -15,6 +15,7 @@ if "BERTKIT_CACHE" not in os.environ:  # tokenised-feature cache: a throw-away f
     os.environ["BERTKIT_CACHE"] = tempfile.mkdtemp(prefix="bertkit-test-cache-")
     atexit.register(shutil.rmtree, os.environ["BERTKIT_CACHE"], True)
 
+import contextlib  # noqa: E402
 import random  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -423,22 +424,34 @@ def one_precision_per_test():
 CPU_ENV = {"ACCELERATE_USE_CPU": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
-@pytest.fixture
-def cpu_only(monkeypatch):
-    """The test runs on the CPU on any machine, as a GPU-less one runs it: for tests of CPU-only features (the CPU
-    speed-ups and kept heap, the CPU precision choice, the resident-memory budget, CPU defaults) and of numbers
-    recorded on a CPU. Training: accelerate's device comes from its process-wide PartialState, made once per
-    process (by `launch.start`, reading ACCELERATE_USE_CPU), so it is forgotten before the test, to be made again
-    on the CPU, and after it, so that the next test gets the machine's own device again. Inference and anything
-    else asking torch: no GPU is available. Nothing changes on a machine without a GPU."""
+@contextlib.contextmanager
+def on_the_cpu(monkeypatch: pytest.MonkeyPatch | None = None):
+    """Training and inference on the CPU on any machine, as a GPU-less one runs them. Training: accelerate's device
+    comes from its process-wide PartialState, made once per process (by `launch.start`, reading ACCELERATE_USE_CPU),
+    so it is forgotten on entry, to be made again on the CPU, and on exit, so that what follows gets the machine's own
+    device again. Inference and anything else asking torch: no GPU is available. Nothing changes on a machine
+    without a GPU. `monkeypatch`: a test's own, undone with its other patches (by default, undone on exit)."""
     import torch
     from accelerate.state import AcceleratorState
 
-    monkeypatch.setenv("ACCELERATE_USE_CPU", "1")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    AcceleratorState._reset_state(reset_partial_state=True)
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
+    with contextlib.ExitStack() as stack:
+        patch = monkeypatch or stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setenv("ACCELERATE_USE_CPU", "1")
+        patch.setattr(torch.cuda, "is_available", lambda: False)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        try:
+            yield
+        finally:
+            AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """The test runs on the CPU on any machine (`on_the_cpu`): for tests of CPU-only features (the CPU speed-ups and
+    kept heap, the CPU precision choice, the resident-memory budget, CPU defaults) and of numbers recorded on a CPU,
+    or compared exactly with a CPU's."""
+    with on_the_cpu(monkeypatch):
+        yield
 
 
 # --- deploy runs: tiny fine-tuned runs of every head, a real `bertkit serve` process, CLI references ---------------
@@ -556,9 +569,10 @@ def tiny_run_args(tmp_path_factory, tiny_bert, name: str, out) -> list[str]:
 
 
 def tiny_run(tmp_path_factory, tiny_bert, name: str) -> Path:
-    """A fine-tuned tiny run (TINY_RUNS), made once per session and shared by the test modules; its data folder is
-    `data-NAME` beside it, what it wrote to standard error and the `bertkit` logger `NAME.log`."""
-    import contextlib
+    """A fine-tuned tiny run (TINY_RUNS), made once per session and shared by the test modules, trained on the CPU on
+    any machine (tests compare what it recorded with CPU arithmetic exactly; tests/test_gpu.py trains each on the GPU
+    itself); its data folder is `data-NAME` beside it, what it wrote to standard error and the `bertkit` logger
+    `NAME.log`."""
     import io
     import logging
 
@@ -573,7 +587,7 @@ def tiny_run(tmp_path_factory, tiny_bert, name: str) -> Path:
     handler = logging.StreamHandler(err)
     logging.getLogger("bertkit").addHandler(handler)
     try:
-        with contextlib.redirect_stderr(err), cloze_registered() if name == "cloze" else nullcontext():
+        with contextlib.redirect_stderr(err), cloze_registered() if name == "cloze" else nullcontext(), on_the_cpu():
             code = main(args)
     finally:
         logging.getLogger("bertkit").removeHandler(handler)

@@ -63,6 +63,7 @@ def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
     assert set(preds[0]) == {"text", "label", "score", "probabilities"}
 
 
+@pytest.mark.usefixtures("cpu_only")  # compared at 1e-6 with plain transformers on the CPU
 def test_predict_plain_text_from_stdin(run_dir, monkeypatch, capsys):
     import io
 

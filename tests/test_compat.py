@@ -53,6 +53,7 @@ def test_the_flat_config_reads_into_this_versions_layout():
         ("question-answering", 8, 8)
 
 
+@pytest.mark.usefixtures("cpu_only")  # the answers 0.2.0 gave on a CPU, to 1e-6
 @pytest.mark.parametrize("name", ["sst2", "conll2003", "squad"])
 def test_predict_answers_as_0_2_0_did(name, tmp_path, capsys):
     case = EXPECTED[name]
@@ -64,6 +65,7 @@ def test_predict_answers_as_0_2_0_did(name, tmp_path, capsys):
     assert captured.err == ""
 
 
+@pytest.mark.usefixtures("cpu_only")  # the answers 0.2.0 gave on a CPU, to 1e-6
 def test_evaluate_serve_export_and_report_read_a_0_2_0_run(run_copy, tmp_path, capsys):
     run = run_copy("sst2")
     data = write_sst2(tmp_path / "data", n_train=8, n_dev=16)

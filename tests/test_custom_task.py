@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO, python_path, tiny_run, tiny_run_data
+from .conftest import CPU_ENV, REPO, python_path, tiny_run, tiny_run_data
 
 
 def install_plugin(site, name: str, entry: str) -> None:
@@ -28,7 +28,8 @@ def install_plugin(site, name: str, entry: str) -> None:
 def plugin_env(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     install_plugin(site, "cloze_plugin", "cloze = custom_task:Cloze")
-    return {**os.environ, "PYTHONPATH": python_path(site, REPO / "examples", REPO), "HF_HUB_OFFLINE": "1",
+    # children on the CPU on any machine: `evaluate` must give the CPU-trained run's own score exactly
+    return {**os.environ, **CPU_ENV, "PYTHONPATH": python_path(site, REPO / "examples", REPO), "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1"}
 
 

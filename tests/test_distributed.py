@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from bertkit.cli import main
 
-from .conftest import REPO, squad_json, write_conll, write_rte, write_sst2
+from .conftest import CPU_ENV, REPO, squad_json, write_conll, write_rte, write_sst2
 
 pytestmark = pytest.mark.slow
 FAULTS = str(REPO / "tests" / "faults.py")  # `python tests/faults.py POINT ARGS`: bertkit ARGS, SIGKILLed at POINT
@@ -32,7 +32,8 @@ def launch(args: list[str], processes: int = 2, env: dict | None = None, timeout
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    base = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+    # CPU processes on any machine: with a GPU visible, FSDP2's default device mesh would put the shards on it
+    base = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(processes),
             "LOCAL_WORLD_SIZE": str(processes), **(env or {})}
     command = [sys.executable, driver] if driver else [sys.executable, "-m", "bertkit.cli"]

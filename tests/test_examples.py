@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
-from .conftest import NER_LABELS, REPO, write_conll, write_squad
+from .conftest import CPU_ENV, NER_LABELS, REPO, write_conll, write_squad
 
 
 def run_example(name, env, args=()):
-    proc = subprocess.run([sys.executable, str(REPO / "examples" / name), *args], env={**os.environ, **env},
+    """The example in a process on the CPU on any machine: its answers are compared exactly, across a reload and with
+    CPU arithmetic (a trained model left on a GPU and one reloaded on the CPU differ in the last digits)."""
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / name), *args], env={**os.environ, **CPU_ENV, **env},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout

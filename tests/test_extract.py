@@ -42,6 +42,7 @@ def reference(tiny_bert, words, layers, combine, pool):
 
 @pytest.mark.parametrize("combine", ["concat", "mean", "sum", "none"])
 @pytest.mark.parametrize("pool", ["first", "last", "mean", "cls", "sentence-mean", "none"])
+@pytest.mark.usefixtures("cpu_only")  # to 1e-5 of transformers on the CPU (tests/test_gpu.py: the GPU's, to 1e-4)
 def test_vectors_equal_output_hidden_states_slices(tiny_bert, combine, pool):
     fx = FeatureExtractor(str(tiny_bert), layers="0,-1,1", combine=combine, pool=pool, precision="fp32",
                           batch_size=3)

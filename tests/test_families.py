@@ -38,6 +38,7 @@ from .conftest import (
     SENTENCES,
     cli_extract,
     cli_predict,
+    on_the_cpu,
     sentence,
     squad_json,
     swag_rows,
@@ -187,7 +188,8 @@ def tiny(tmp_path_factory, tiny_bert, family: str) -> Path:
 
 
 def finetune(tmp_path_factory, tiny_bert, family: str, cell: str, *flags: str) -> tuple[Path, int]:
-    """(run folder, exit code) of `cell` for `family`, run once per session and set of flags."""
+    """(run folder, exit code) of `cell` for `family`, run once per session and set of flags, on the CPU on any
+    machine (tests compare its recorded predictions with CPU arithmetic exactly)."""
     recipe, write, extra, _ = CELLS[cell]
     root = tmp_path_factory.getbasetemp() / "families"
     data, out = root / "data" / cell, root / "runs" / "-".join([family, cell, *[f.strip("-") for f in flags]])
@@ -195,8 +197,9 @@ def finetune(tmp_path_factory, tiny_bert, family: str, cell: str, *flags: str) -
         write(data)
     if (out / "config.json").is_file():
         return out, 0
-    code = main(["finetune", recipe, "--model", str(tiny(tmp_path_factory, tiny_bert, family)), "--data-dir",
-                 str(data), *STEPS, *extra, *flags, "--output-dir", str(out)])
+    with on_the_cpu():
+        code = main(["finetune", recipe, "--model", str(tiny(tmp_path_factory, tiny_bert, family)), "--data-dir",
+                     str(data), *STEPS, *extra, *flags, "--output-dir", str(out)])
     return out, code
 
 
@@ -278,6 +281,7 @@ def test_task(tmp_path_factory, tiny_bert, capsys, family, cell):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.usefixtures("cpu_only")  # torch's answers on the CPU, as ONNX Runtime's, to 1e-5
 def test_export_answers_as_torch(tmp_path_factory, tiny_bert, tmp_path, family):
     """`bertkit export --no-features` of the family's SST-2 run: `bertkit predict --backend onnx` gives torch's
     probabilities."""

@@ -236,6 +236,7 @@ def test_finetune_squad_v2_writes_the_official_files_and_learns(v2_run, v2_dir):
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.usefixtures("cpu_only")  # the answers and threshold the run made on the CPU (tiny_run)
 def test_evaluate_and_predict_use_the_saved_threshold(v2_run, v2_dir, tmp_path):
     from bertkit.tasks import QuestionAnswering
 

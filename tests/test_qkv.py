@@ -114,6 +114,7 @@ def test_under_bf16_autocast_the_loss_is_the_three_linears(pair):
     assert all(g.dtype == torch.float32 for g in grads.values())
 
 
+@pytest.mark.usefixtures("cpu_only")  # on a GPU the plain run would have the change too
 def test_a_run_with_the_fused_projection_trains_as_one_without(monkeypatch, tiny_bert, sst2_dir, tmp_path, capsys):
     """A GPU run's change, forced on a CPU run: 20 steps end at the plain run's weights up to rounding; the saved
     model has the checkpoint's own names (plain `AutoModel...` loads it); the training line names the change."""

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO, make_tiny_bert, write_sst2
+from .conftest import CPU_ENV, REPO, make_tiny_bert, write_sst2
 
 BLOCK = re.compile(r"<!-- tested: (\w+) -->\n```(\w+)\n(.*?)```", re.S)
 
@@ -32,7 +32,10 @@ def workspace(tmp_path_factory):
     tiny_bert = make_tiny_bert(root / "tiny-bert", layers=4)
     write_sst2(root / "data" / "sst2", n_train=128, n_dev=32)
     (root / "sentences.txt").write_text("The cat sat on the mat.\nEU rejects German call to boycott British lamb.\n")
-    env = {**os.environ, "BERTKIT_DATA_DIR": str(root / "data"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    # on the CPU on any machine: `bertkit evaluate` must give the run's own score exactly (on a GPU its default
+    # precision, auto, is bf16, not the run's fp32)
+    env = {**os.environ, **CPU_ENV, "BERTKIT_DATA_DIR": str(root / "data"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1"}
     return root, env, str(tiny_bert)
 
 

@@ -79,6 +79,7 @@ def test_finetune_learns_and_writes_metrics_and_predictions(swag_run):
     assert "task: multiple-choice" in saved and "task_options:\n  context_column: sent1" in saved
 
 
+@pytest.mark.usefixtures("cpu_only")  # the run's own score exactly: the CPU's arithmetic, as the run's (tiny_run)
 def test_evaluate_reproduces_the_run_metrics(swag_run, swag_dir, capsys):
     assert main(["evaluate", "--model", str(swag_run), "--data-dir", str(swag_dir), "--split", "val"]) == 0
     result = json.loads((swag_run / "eval_swag_val.json").read_text())
