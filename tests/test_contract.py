@@ -197,6 +197,7 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.usefixtures("cpu_only")  # as the session's run was made (tiny_run); a GPU's resume: tests/test_gpu.py
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_factory, tiny_bert, tmp_path,
                                                           monkeypatch, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -206,6 +207,58 @@ def test_every_task_trains_graphed_on_the_gpu(name, tmp_path_factory, tiny_bert,
     assert step["replays"] >= 1, step
     losses = [json.loads(line)["loss"] for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     assert losses and all(map(math.isfinite, losses))
+
+
+def test_a_graphed_run_cut_and_resumed_ends_as_the_uninterrupted_one(tmp_path_factory, tiny_bert, tmp_path,
+                                                                   monkeypatch):
+    """Resume through the graphed step: the cut run's resume warms up and captures its shapes again where the
+    uninterrupted run replays them, with the CUDA generator restored from the checkpoint (accelerate's state): the same
+    losses at every logged step and the same weights at the end, to the rounding in which a captured and an eager
+    launch may differ (test_a_graphed_run_trains_like_the_static_step)."""
+    from safetensors.torch import load_file
+
+    from bertkit.cli import main
+    from bertkit.training.loop import Trainer
+
+    def args(out):  # 20 steps of batch 16 over two buckets, a checkpoint every 6 steps, dropout on
+        return [*tiny_run_args(tmp_path_factory, tiny_bert, "sst2", out), "--length-buckets", "2", "--max-steps", "20",
+                "--eval-every", "10", "--save-every", "6"]
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main(args(whole)) == 0
+
+    class Cut(Exception):
+        pass
+
+    def stop(trainer, state):  # three steps after the checkpoint of step 6
+        if state["global_step"] == 9:
+            raise Cut
+
+    init = Trainer.__init__
+
+    def with_cut(self, *a, **kw):
+        init(self, *a, **kw)
+        self.callbacks.append(stop)
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "__init__", with_cut)
+        with pytest.raises(Cut):
+            main(args(cut))
+    assert main([*args(cut), "--resume"]) == 0
+    ran, resumed = (json.loads((d / "metrics.json").read_text())["train"] for d in (whole, cut))
+    assert ran["step"]["kind"] == resumed["step"]["kind"] == "graphed", (ran["step"], resumed["step"])
+    assert ran["steps"] == resumed["steps"] == 20 and ran["step"]["replays"] > resumed["step"]["replays"] > 0
+
+    def logged(d):
+        return [(r["step"], r["loss"]) for r in map(json.loads, (d / "train_log.jsonl").read_text().splitlines())]
+
+    for (s1, l1), (s2, l2) in zip(logged(whole), logged(cut), strict=True):
+        assert s1 == s2 and l1 == pytest.approx(l2, rel=1e-5), (s1, l1, l2)
+    last = Path("checkpoints", (whole / "checkpoints" / "latest").read_text().strip(), "model.safetensors")
+    a, b = load_file(str(whole / last)), load_file(str(cut / last))
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-4), (k, (a[k] - b[k]).abs().max().item())
 
 
 @pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-4), ("bf16", 2e-2)])  # bf16: auto's choice there
