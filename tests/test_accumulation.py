@@ -49,6 +49,7 @@ def test_a_given_accelerator_accumulates_the_runs_count(tiny_bert, sst2_dir, tmp
     assert result["train"]["steps"] == STEPS and result["train"]["examples_seen"] == STEPS * 16
 
 
+@pytest.mark.usefixtures("cpu_only")  # to 1e-5 on the CPU; the GPU's graphed accumulation: tests/test_gpu.py
 def test_accumulated_steps_match_one_big_batch(tiny_bert, sst2_dir, tmp_path):
     """Two micro-batches of 8 accumulated give the weights one batch of 16 gives (up to rounding): the loss of each
     micro-batch is divided by the accumulation count."""

@@ -84,6 +84,7 @@ def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_befo
     assert not (tmp_path / "too-small").exists()
 
 
+@pytest.mark.usefixtures("cpu_only")  # one step path for both (on a GPU the plain run is graphed, this one eager)
 def test_gradient_checkpointing_trains_to_the_same_weights(tiny_bert, sst2_dir, tmp_path):
     from safetensors.torch import load_file
 
