@@ -500,6 +500,31 @@ def write_cloze(directory: Path, n_train: int = 96, n_dev: int = 24) -> Path:
     return directory
 
 
+class Cut(Exception):
+    """A run ended by `cut_training` (as an interrupted one ends); args: the optimiser step it ended after."""
+
+
+@contextmanager
+def cut_training(when):
+    """Every Trainer made in the block raises Cut(step) after the first optimiser step at which `when(state)` is true
+    (its checkpoints so far kept, as a kill leaves them)."""
+    from bertkit.training.loop import Trainer
+
+    init = Trainer.__init__
+
+    def stop(trainer, state):
+        if when(state):
+            raise Cut(state["global_step"])
+
+    def with_cut(self, *args, **kw):
+        init(self, *args, **kw)
+        self.callbacks.append(stop)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "__init__", with_cut)
+        yield
+
+
 @contextmanager
 def cloze_registered():
     """The cloze task of examples/custom_task.py registered in this process while the block runs, as a plugin's

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from bertkit.cli import main
 from bertkit.tasks import task_names
 
-from .conftest import SENTENCES, cli_predict, cloze_registered, exported, tiny_run, tiny_run_args
+from .conftest import SENTENCES, Cut, cli_predict, cloze_registered, cut_training, exported, tiny_run, tiny_run_args
 
 PLUGIN = "cloze"  # examples/custom_task.py
 
@@ -193,35 +193,19 @@ def test_the_run_loads_in_plain_transformers_with_the_same_outputs(task_run, pla
 
 
 # --- resume ---------------------------------------------------------------------------------------------------------
-class Interrupt(Exception):
-    pass
-
-
 @pytest.mark.usefixtures("cpu_only")  # as the session's run was made (tiny_run); a GPU's resume: tests/test_gpu.py
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
-def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_factory, tiny_bert, tmp_path,
-                                                          monkeypatch, capsys):
-    from bertkit.training.loop import Trainer
-
+def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_factory, tiny_bert, tmp_path, capsys):
     spec, run = task_run
     cut = tmp_path / "cut"
     args = tiny_run_args(tmp_path_factory, tiny_bert, spec.run, cut)  # the session run's own arguments
     latest = cut / "checkpoints" / "latest"
 
-    def stop_two_steps_after_a_checkpoint(trainer, state):
-        if latest.is_file() and state["global_step"] == int(latest.read_text().split("-")[1]) + 2:
-            raise Interrupt(state["global_step"])
+    def two_steps_after_a_checkpoint(state):
+        return latest.is_file() and state["global_step"] == int(latest.read_text().split("-")[1]) + 2
 
-    init = Trainer.__init__
-
-    def with_cut(self, *a, **kw):
-        init(self, *a, **kw)
-        self.callbacks.append(stop_two_steps_after_a_checkpoint)
-
-    with monkeypatch.context() as m:
-        m.setattr(Trainer, "__init__", with_cut)
-        with pytest.raises(Interrupt) as stopped:
-            main(args)
+    with cut_training(two_steps_after_a_checkpoint), pytest.raises(Cut) as stopped:
+        main(args)
     assert not (cut / "metrics.json").exists()
     checkpoint = latest.read_text().strip()
     capsys.readouterr()

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from .conftest import TINY_RUNS, cloze_registered, tiny_run, tiny_run_args
+from .conftest import TINY_RUNS, Cut, cloze_registered, cut_training, tiny_run, tiny_run_args
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -209,8 +209,7 @@ def test_every_task_trains_graphed_on_the_gpu(name, tmp_path_factory, tiny_bert,
     assert losses and all(map(math.isfinite, losses))
 
 
-def test_a_graphed_run_cut_and_resumed_ends_as_the_uninterrupted_one(tmp_path_factory, tiny_bert, tmp_path,
-                                                                   monkeypatch):
+def test_a_graphed_run_cut_and_resumed_ends_as_the_uninterrupted_one(tmp_path_factory, tiny_bert, tmp_path):
     """Resume through the graphed step: the cut run's resume warms up and captures its shapes again where the
     uninterrupted run replays them, with the CUDA generator restored from the checkpoint (accelerate's state): the same
     losses at every logged step and the same weights at the end, to the rounding in which a captured and an eager
@@ -218,7 +217,6 @@ def test_a_graphed_run_cut_and_resumed_ends_as_the_uninterrupted_one(tmp_path_fa
     from safetensors.torch import load_file
 
     from bertkit.cli import main
-    from bertkit.training.loop import Trainer
 
     def args(out):  # 20 steps of batch 16 over two buckets, a checkpoint every 6 steps, dropout on
         return [*tiny_run_args(tmp_path_factory, tiny_bert, "sst2", out), "--length-buckets", "2", "--max-steps", "20",
@@ -227,23 +225,8 @@ def test_a_graphed_run_cut_and_resumed_ends_as_the_uninterrupted_one(tmp_path_fa
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert main(args(whole)) == 0
 
-    class Cut(Exception):
-        pass
-
-    def stop(trainer, state):  # three steps after the checkpoint of step 6
-        if state["global_step"] == 9:
-            raise Cut
-
-    init = Trainer.__init__
-
-    def with_cut(self, *a, **kw):
-        init(self, *a, **kw)
-        self.callbacks.append(stop)
-
-    with monkeypatch.context() as m:
-        m.setattr(Trainer, "__init__", with_cut)
-        with pytest.raises(Cut):
-            main(args(cut))
+    with cut_training(lambda state: state["global_step"] == 9), pytest.raises(Cut):  # 3 after step 6's checkpoint
+        main(args(cut))
     assert main([*args(cut), "--resume"]) == 0
     ran, resumed = (json.loads((d / "metrics.json").read_text())["train"] for d in (whole, cut))
     assert ran["step"]["kind"] == resumed["step"]["kind"] == "graphed", (ran["step"], resumed["step"])
