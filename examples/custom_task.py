@@ -79,7 +79,7 @@ class Cloze(Task):
 
     def compute_loss(self, model, batch):
         logits = model(**{k: v for k, v in batch.items() if k not in self.label_keys}).logits  # [batch, seq, vocab]
-        at_blank = logits[torch.arange(len(logits)), batch["blank"]]  # [batch, vocab]
+        at_blank = logits[torch.arange(len(logits), device=logits.device), batch["blank"]]  # [batch, vocab]
         return F.cross_entropy(at_blank.float(), batch["labels"])
 
     def score(self, outputs, examples, features, metric_hooks):

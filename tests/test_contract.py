@@ -1,5 +1,6 @@
 """The contract every task passes: each name `task_names()` returns and the plugin task of examples/custom_task.py,
 on its tiny session run (conftest TINY_RUNS, trained a few steps on synthetic files in its recipe's format):
+- its loss makes no tensor off the batch's device (a CUDA-graph capture could not copy one);
 - the run folder loads in plain transformers (`auto_model_class`, in a process without bertkit) with the same
   outputs on the task's own features, its tokenizer and label names;
 - a run cut after a checkpoint (a callback raising) and resumed ends with the uninterrupted run's weights;
@@ -190,6 +191,15 @@ def test_the_run_loads_in_plain_transformers_with_the_same_outputs(task_run, pla
         for k in task.output_keys:
             assert theirs[f"{i}:{k}"].shape == out[k].shape, (i, k)
             np.testing.assert_allclose(theirs[f"{i}:{k}"], out[k], atol=1e-5, rtol=0, err_msg=f"feature {i}, {k}")
+
+
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_the_loss_makes_no_tensor_off_the_batchs_device(task_run, tmp_path_factory):
+    """A tensor `compute_loss` makes without a device is a host tensor on a GPU, which a CUDA-graph capture cannot
+    copy: the graphed step would run eagerly (conftest's HostTensorsInLoss, watching the tiny run's training)."""
+    spec, run = task_run
+    made = json.loads((run.parent / f"{spec.run}.host-tensors.json").read_text())
+    assert made == [], f"compute_loss makes tensors without device=: {made}"
 
 
 # --- resume ---------------------------------------------------------------------------------------------------------

@@ -114,7 +114,9 @@ class GraphedStep(StaticStep):
             if not self.keep_gradients:  # a backward captured before the failure left gradients no kernel filled
                 self.optimizer.zero_grad(set_to_none=True)
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here")
+            self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here "
+                     "(the usual cause: a host tensor or a value read on the host in the model or in the task's "
+                     "loss; docs/tasks.md)")
             return None
         finally:
             self.capture_seconds += time.perf_counter() - t0
