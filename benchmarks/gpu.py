@@ -13,8 +13,7 @@ matmul rate measured in this run. Rows (`--only` takes names or numbers):
              --trainer-steps timed (its set-up and first steps are not) → an epoch
   4 eager    bertkit --train-step eager, random bert-base, batch 32: --trainer-steps steps → an epoch
   5 graphed  bertkit --train-step graphed, random bert-base, batch 32, one full epoch (target ≤ 10 s, ≥ 5× Trainer);
-             `--graphed-args` adds flags to it (e.g. '--precision tf32'); `--graphed-lean` gives it the set-up of
-             gpu_profile.py's `lean` arm
+             `--graphed-args` adds flags to it (e.g. '--precision tf32', '--compile')
   6 minilm   packaged MiniLM (the recipe's settings), one epoch eager and one graphed, seed 42 (target: graphed
              ≤ 4 s, dev ≥ 89.0 % and within the seed spread of eager)
   7 infer    extract (MiniLM, last4 concat mean) and predict (the graphed MiniLM run) of the first 20,000 training
@@ -55,11 +54,6 @@ from bertkit.extract import FeatureExtractor  # noqa: E402
 from bertkit.extract.inputs import split_text  # noqa: E402
 from bertkit.models import resolve_model  # noqa: E402
 
-# --graphed-lean: `bertkit finetune` with the set-up of gpu_profile.py's `lean` arm (a later shape captured without
-# its eager warm-up, captures without synchronising the device), for a table in the same call as that arm's A/B
-LEAN = ("import sys; from bertkit import graphs; from bertkit.training import graphed; "
-        "graphed.WARMUP = (graphed.WARMUP[0], 0); graphs.GraphCapture.sync = False; "
-        "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))")
 ROWS = ["matmul", "bare", "trainer", "eager", "graphed", "minilm", "infer"]
 RUN_ORDER = ["matmul", "graphed", "trainer", "eager", "minilm", "infer", "bare"]  # the compile (unpredictable) last
 CUDA = torch.cuda.is_available()
@@ -254,10 +248,8 @@ def finetune(a, label: str, name: str, model: str, step: str, extra: list[str], 
     out, mini = Path(a.tmp) / name, model == "minilm-l6"
     small = ["--max-train-samples", "200", "--max-eval-samples", "100"] if a.quick else ["--precision", "bf16"]
     more = shlex.split(a.graphed_args) if name == "graphed" else []  # after bf16: a --precision here wins
-    lean = name == "graphed" and a.graphed_lean
-    start = [sys.executable, *(["-c", LEAN] if lean else ["-m", "bertkit.cli"])]
-    why = run(a, name, [*start, "finetune", "sst2", "--model", model, "--train-step", step, "--seed", "42",
-                        "--output-dir", str(out), *extra, *small, *more], 150)
+    why = run(a, name, [sys.executable, "-m", "bertkit.cli", "finetune", "sst2", "--model", model, "--train-step",
+                        step, "--seed", "42", "--output-dir", str(out), *extra, *small, *more], 150)
     if why:
         return row(label, note=why)
     m = json.loads((out / "metrics.json").read_text())
@@ -266,7 +258,6 @@ def finetune(a, label: str, name: str, model: str, step: str, extra: list[str], 
     note += f"step {s['kind']} ({s['reason']})" + "".join(f"; {k} {v}" for k, v in s.items()
                                                           if k not in ("kind", "reason") and v not in (None, []))
     note += f"; model changes {', '.join(t.get('model_changes', [])) or 'none'}"
-    note += "; lean set-up (--graphed-lean)" if lean else ""
     return row(label, t["train_seconds"], t["steps"], a.spe if "--max-steps" in extra else t["steps"],
                t["examples_per_s"], a.flop_mini if mini else a.flop, a,
                phase.get("cuda_allocated_gib", phase.get("peak_rss_gib")), m["dev"]["accuracy"], note + target)
@@ -412,8 +403,6 @@ if __name__ == "__main__":
                    "as PyTorch chooses at every length (cuDNN's on an H100), not PyTorch's own up to 128 positions")
     p.add_argument("--graphed-args", default="", help="more `bertkit finetune` flags for row 5 (bert-base's graphed "
                    "epoch), e.g. '--precision tf32' or '--compile'; every row is bf16 otherwise")
-    p.add_argument("--graphed-lean", action="store_true", help="row 5 with gpu_profile.py's `lean` set-up (later "
-                   "shapes without an eager warm-up, captures unsynchronised): where that arm's A/B kept it")
     p.add_argument("--worker", choices=["matmul", "bare", "trainer", "infer"], help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     a = p.parse_args()
