@@ -208,7 +208,7 @@ def w_infer(a, put) -> None:
 
 def run(a, name: str, cmd: list[str], timeout: float) -> str | None:
     """Run `cmd`, its output into OUT/name.log; None when it succeeded, else why not (the row's note)."""
-    timeout = min(timeout, a.deadline - time.monotonic())
+    asked, timeout = timeout, min(timeout, a.deadline - time.monotonic())
     if timeout < 15:
         log(f"{name}: skipped, the --budget is spent")
         return "SKIPPED: the --budget is spent"
@@ -219,6 +219,9 @@ def run(a, name: str, cmd: list[str], timeout: float) -> str | None:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT).returncode
         except subprocess.TimeoutExpired:
             rc = f"timed out after {timeout:.0f} s"
+            if timeout < asked:  # the budget's end, not the row's own limit: its log's last line says nothing of it
+                log(f"{name}: cut at the --budget's end, {timeout:.0f} s")
+                return f"CUT after {timeout:.0f} s: the --budget is spent"
     log(f"{name}: {'done' if rc == 0 else 'FAILED'} in {time.monotonic() - t:.0f} s")
     last = ([x for x in path.read_text(errors="replace").splitlines() if x.strip()] or [""])[-1][:160]
     return None if rc == 0 else f"FAILED ({rc if isinstance(rc, str) else f'rc {rc}'}): {last}"
