@@ -2,9 +2,11 @@
 # A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
 # with carry [".gpu"], timeout_s 600 and the command
-#   STEPS="epoch bench tests" bash benchmarks/gpu_session.sh    (about 10 minutes: the epoch A/B of --compile,
+#   PROFILE_MODELS=/tmp/gpu/bert-base-random STEPS="epoch bench tests profile" bash benchmarks/gpu_session.sh
+#                                                               (about 10 minutes: the epoch A/B of --compile,
 #                                                                then the table where that A/B kept it, then the
-#                                                                tests with the time left; then, at once while the
+#                                                                tests, then where the 5.5 ms of a bert-base
+#                                                                replay go, with the time left; then, at once while the
 #                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="tests",
 #                                                                timeout_s L + 20, where L = min(170, status's
 #                                                                budget_left_s - 40); on the warm machine the set-up
@@ -89,6 +91,7 @@ for s in $STEPS; do
              --graphed-args "$ga" >"$W/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$W/bench.log" | cut -c1-220;;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
+               (( $(left) < 125 )) && { echo "profile $n skipped: $(left) s left"; continue; }
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$W/profile-$n" >"$W/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$W/profile-$n/profile.txt" 2>/dev/null || tail -5 "$W/profile-$n.log"; done;;
     ab) say "ab bert-base: as bertkit runs; split graphs; clipping before AdamW; three q/k/v matmuls"
