@@ -7,11 +7,12 @@
 #                                                                then the table where that A/B kept it, then the
 #                                                                tests, then where the 5.5 ms of a bert-base
 #                                                                replay go, with the time left; then, at once while the
-#                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="tests",
-#                                                                timeout_s L + 20, where L = min(170, status's
+#                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="tests
+#                                                                seeds" (`tests` only if the first call skipped
+#                                                                them), timeout_s L + 20, where L = min(270, status's
 #                                                                budget_left_s - 40); on the warm machine the set-up
 #                                                                is kept, ~45 s saved)
-# and, with device time left, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`:
+# and, with device time left, STEPS="seeds" (timeout_s 290), "infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`:
 # earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Before the call, here, once: the wheels the bundle lacks go to .gpu/extra (fastapi 0.165 imports opentelemetry;
@@ -42,6 +43,8 @@
 #            table's 280 s kept where `bench` follows                                                 ≤ 330 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
+#   seeds    the MiniLM's SST-2 epoch, eager and graphed, seeds 13 and 87: the graphed path's accuracy against the
+#            eager path's seed spread on the GPU itself (the table has seed 42)                     ≤ 270 s
 #   these    the tests named in $THESE, with their tracebacks                                       ≤ 240 s
 #   suite    the CPU-and-GPU part of the test suite, names printed as each test ends (-v)          ≤ 150 s
 # The set-up (wheels, the MiniLM, the random bert-base, the matmul rate) takes about 45 s of each call.
@@ -119,6 +122,16 @@ for s in $STEPS; do
            done  # after round 1 an arm it did not find faster cannot be kept, nor the table run: its time is free
              [ $r = 1 ] && [ -z "$(kept $EPOCH_ARMS)" ] && [ -z "${GRAPHED_ARGS+x}" ] && keep=0
            done; echo "kept (≥ 3 % faster than whole in every round both ran, the first among them): $(kept $EPOCH_ARMS)";;
+    seeds) say "seeds: the MiniLM's SST-2 epoch, eager and graphed, at seeds 13 and 87 (seed 42's: the table's)"
+           for seed in 13 87; do for st in eager graphed; do
+             (( $(left) < 70 )) && { echo "seeds: $st, seed $seed skipped: $(left) s left"; continue; }
+             o="$W/seed-$st-$seed"; timeout 65 python3 -m bertkit.cli finetune sst2 --model minilm-l6 --train-step $st \
+               --seed $seed --epochs 1 --precision bf16 --save-every 0 --output-dir "$o" ${SEEDS_ARGS:-} >"$o.log" 2>&1
+             rc=$?; python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); t = m["train"]
+print("seeds: %s, seed %s: dev accuracy %.4f, %s s of training, step %s" % (*sys.argv[2:4], m["dev"]["accuracy"],
+      t["train_seconds"], t["step"]["kind"]))' "$o/metrics.json" $st $seed 2>/dev/null \
+               || { echo "seeds: $st, seed $seed rc=$rc"; tail -2 "$o.log" | cut -c1-300; }
+           done; done;;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
              --budget 80 --out "$W/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \
