@@ -12,7 +12,7 @@
 #                                                                them), timeout_s L + 20, where L = min(270, status's
 #                                                                budget_left_s - 40); on the warm machine the set-up
 #                                                                is kept, ~45 s saved)
-# and, with device time left, STEPS="seeds" (timeout_s 290), "infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`, `profile`:
+# and, with device time left after those, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`:
 # earlier sessions' A/Bs.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Before the call, here, once: the wheels the bundle lacks go to .gpu/extra (fastapi 0.165 imports opentelemetry;

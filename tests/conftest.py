@@ -19,6 +19,8 @@ import contextlib  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
+import traceback  # noqa: E402
+from itertools import islice  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -595,43 +597,32 @@ def tiny_run_args(tmp_path_factory, tiny_bert, name: str, out) -> list[str]:
     return tiny_args(tiny_bert, recipe, data, out, *flags)
 
 
-class HostTensorsInLoss:
-    """Records the tensors a task's `compute_loss` makes with a torch factory (`torch.arange(n)`, `torch.tensor(x)`,
-    ...) and no device: on a CPU they land on the batch's device by chance, on a GPU they are host tensors, and copying
-    one during a CUDA-graph capture fails (the graphed step then runs eagerly; tests/test_gpu.py saw it happen). A
-    torch function mode (as `torch.device(...)` is one), entered around a run: `seen` lists (file:line, factory)."""
+@contextlib.contextmanager
+def host_tensors_in_loss():
+    """Yields a list that fills, while the block runs, with the tensors a task's `compute_loss` makes with a torch
+    factory (`torch.arange(n)`, `torch.tensor(x)`, ...) and no device ("file:line torch.NAME"): on a CPU they land on
+    the batch's device by chance, on a GPU they are host tensors, and copying one during a CUDA-graph capture fails
+    (the graphed step then runs eagerly; tests/test_gpu.py saw it happen). A torch function mode, as
+    `torch.device(...)` is one."""
+    import torch
+    from torch.overrides import TorchFunctionMode
 
-    def __init__(self):
-        import torch
+    factories = {torch.arange, torch.tensor, torch.as_tensor, torch.zeros, torch.ones, torch.full, torch.empty,
+                 torch.eye, torch.linspace, torch.rand, torch.randn, torch.randint}
+    seen: list[str] = []
 
-        self.factories = {torch.arange, torch.tensor, torch.as_tensor, torch.zeros, torch.ones, torch.full,
-                          torch.empty, torch.eye, torch.linspace, torch.rand, torch.randn, torch.randint}
-        self.seen: list[str] = []
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in factories and kwargs.get("device") is None:
+                caller = sys._getframe(1)  # the factory's caller: the task's code, or a library's below it
+                if "site-packages" not in caller.f_code.co_filename and any(
+                        f.f_code.co_name == "compute_loss" for f, _ in islice(traceback.walk_stack(caller), 8)):
+                    seen.append(f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno} torch.{func.__name__}")
+            return func(*args, **kwargs)
 
-    @contextlib.contextmanager
-    def watching(self):
-        from torch.overrides import TorchFunctionMode
-
-        outer = self
-
-        class Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                if func in outer.factories and kwargs.get("device") is None:
-                    frame = sys._getframe(1)  # the factory's caller, in the task's code or below it
-                    if "site-packages" not in frame.f_code.co_filename:
-                        up = frame
-                        for _ in range(8):
-                            if up is None or up.f_code.co_name == "compute_loss":
-                                break
-                            up = up.f_back
-                        if up is not None and up.f_code.co_name == "compute_loss":
-                            outer.seen.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} "
-                                              f"torch.{func.__name__}")
-                return func(*args, **kwargs)
-
-        with Mode():
-            yield self
+    with Watch():
+        yield seen
 
 
 def tiny_run(tmp_path_factory, tiny_bert, name: str) -> Path:
@@ -652,15 +643,15 @@ def tiny_run(tmp_path_factory, tiny_bert, name: str) -> Path:
     err = io.StringIO()
     handler = logging.StreamHandler(err)
     logging.getLogger("bertkit").addHandler(handler)
-    host = HostTensorsInLoss()
+    host: list[str] = []
     try:
         with contextlib.redirect_stderr(err), cloze_registered() if name == "cloze" else nullcontext(), on_the_cpu(), \
-                host.watching():
+                host_tensors_in_loss() as host:
             code = main(args)
     finally:
         logging.getLogger("bertkit").removeHandler(handler)
         (root / f"{name}.log").write_text(err.getvalue())
-        (root / f"{name}.host-tensors.json").write_text(json.dumps(sorted(set(host.seen))))
+        (root / f"{name}.host-tensors.json").write_text(json.dumps(sorted(set(host))))
     assert code == 0, err.getvalue()[-3000:]
     return out
 

@@ -196,7 +196,7 @@ def test_the_run_loads_in_plain_transformers_with_the_same_outputs(task_run, pla
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_the_loss_makes_no_tensor_off_the_batchs_device(task_run, tmp_path_factory):
     """A tensor `compute_loss` makes without a device is a host tensor on a GPU, which a CUDA-graph capture cannot
-    copy: the graphed step would run eagerly (conftest's HostTensorsInLoss, watching the tiny run's training)."""
+    copy: the graphed step would run eagerly (conftest's host_tensors_in_loss, watching the tiny run's training)."""
     spec, run = task_run
     made = json.loads((run.parent / f"{spec.run}.host-tensors.json").read_text())
     assert made == [], f"compute_loss makes tensors without device=: {made}"
