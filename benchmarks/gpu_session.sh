@@ -5,8 +5,8 @@
 #   PROFILE_MODELS=/tmp/gpu/bert-base-random STEPS="epoch bench tests profile" bash benchmarks/gpu_session.sh
 #                                                               (about 10 minutes: the epoch A/B of --compile,
 #                                                                then the table where that A/B kept it, then the
-#                                                                tests, then where the 5.5 ms of a bert-base
-#                                                                replay go, with the time left; then, at once while the
+#                                                                tests, then where a bert-base replay's time
+#                                                                goes, with the time left; then, at once while the
 #                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="tests
 #                                                                seeds" (`tests` only if the first call skipped
 #                                                                them), timeout_s L + 20, where L = min(270, status's
@@ -26,9 +26,8 @@
 #   bench    benchmarks/gpu.py, issue 40's table; bert-base's graphed row with what this call's `epoch` step
 #            kept (an arm ≥ 3 % faster than `whole` in every round both ran, the first among them: tf32 →
 #            --precision tf32, buckets4 → --length-buckets 4, compile → --compile), or with $GRAPHED_ARGS (more
-#            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs was
-#            measured on 2026-11-26 and 27: docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left
-#            of the call, at most 280 s                                                               ≤ 300 s
+#            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs is in
+#            docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left of the call, at most 280 s ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
