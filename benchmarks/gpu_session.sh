@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
-# with carry [".gpu"], timeout_s 600 and the command
-#   PROFILE_MODELS=/tmp/gpu/bert-base-random STEPS="epoch bench tests profile" bash benchmarks/gpu_session.sh
-#                                                               (about 10 minutes: the epoch A/B of --compile,
-#                                                                then the table where that A/B kept it, then the
-#                                                                tests, then where a bert-base replay's time
-#                                                                goes, with the time left; then, at once while the
-#                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="tests
-#                                                                seeds" (`tests` only if the first call skipped
-#                                                                them), timeout_s L + 20, where L = min(270, status's
-#                                                                budget_left_s - 40); on the warm machine the set-up
-#                                                                is kept, ~45 s saved)
-# and, with device time left after those, STEPS="infer" (timeout_s 420) or "suite" (timeout_s 220). (`ab`, `setup`:
-# earlier sessions' A/Bs.)
+# with carry [".gpu"], kind nvidia-h200 (the issue's own kind, whose memory is faster: most of a bert-base step is
+# memory traffic and kernels per parameter tensor; where refused, the H100 it offers), timeout_s 600 and the command
+#   STEPS="floor bench tests" bash benchmarks/gpu_session.sh
+#                                                               (about 9 minutes: what one flat buffer could save
+#                                                                of a step's per-tensor work, issue 40's table as
+#                                                                bertkit runs on that machine, the GPU tests; then,
+#                                                                at once while the machine is warm (30 s),
+#                                                                CALL_LIMIT=L STEPS="suite" (the CPU-and-GPU part
+#                                                                of the suite, last run on a GPU before its
+#                                                                CPU-pinned tests), timeout_s L + 20, where
+#                                                                L = min(200, status's budget_left_s - 40); on the
+#                                                                warm machine the set-up is kept, ~45 s saved)
+# and, with device time left after those, STEPS="infer" (timeout_s 420). (`ab`, `setup`, `epoch`, `profile`, `seeds`:
+# earlier sessions' steps.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Before the call, here, once: the wheels the bundle lacks go to .gpu/extra (fastapi 0.165 imports opentelemetry;
 # without it serve's GPU tests skip): .venv/bin/python -m pip download -q --no-deps --only-binary=:all:
@@ -29,6 +30,8 @@
 #            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs is in
 #            docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left of the call, at most 280 s ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
+#   floor    benchmarks/gpu_floor.py: bert-base's per-tensor work of a step (AdamW, the gradients' norm, mixed
+#            precision's casts) alone, per tensor and on one flat buffer: what flat parameters could save   ≤ 90 s
 #   ab       alternated twice in one process each, loop ms/step: bert-base as bertkit runs against split graphs,
 #            clipping before AdamW and three q/k/v matmuls; MiniLM,
 #            data on the device against workers                                                     ≤ 390 s
@@ -92,6 +95,8 @@ for s in $STEPS; do
            timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$W/gpu-bench" \
              --graphed-args "$ga" >"$W/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$W/bench.log" | cut -c1-220;;
+    floor) say "floor: a step's per-tensor work, per tensor and on one flat buffer"
+           timeout 90 python3 benchmarks/gpu_floor.py >"$W/floor.log" 2>&1; echo "rc=$?"; grep -E "^floor|, torch" "$W/floor.log";;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                (( $(left) < 125 )) && { echo "profile $n skipped: $(left) s left"; continue; }
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$W/profile-$n" >"$W/profile-$n.log" 2>&1
