@@ -133,6 +133,31 @@ def test_a_tf32_run_is_graphed_and_puts_the_switches_back(tiny_bert, sst2_dir, t
     assert json.loads((tmp_path / "run" / "versions.json").read_text())["precision"] == "tf32"
 
 
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_weights_cast_in_one_kernel_are_captured_and_train_as_autocasts(grad_accum, monkeypatch, tiny_bert, sst2_dir,
+                                                                        tmp_path, capsys):
+    """`StaticStep.flat_cast` (bertkit/training/flatcast.py) on a GPU, bf16: the one multi-tensor copy and the
+    gradients' one cast are captured in the graphs, and the run trains to the weights of autocast's own casts (bit
+    for bit on a CPU: tests/test_graphed_step.py; kernels may round differently here)."""
+    from safetensors.torch import load_file
+
+    from bertkit.training import step as steps
+
+    from .conftest import fit, small_config
+
+    for flat in (False, True):
+        monkeypatch.setattr(steps.StaticStep, "flat_cast", flat)
+        _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / str(flat), precision="bf16",
+                                                batch_size=24 // grad_accum, grad_accum=grad_accum, max_steps=30,
+                                                dropout=0.0, attention_dropout=0.0, eval_every="100"))
+        step = result["train"]["step"]
+        assert step["kind"] == "graphed" and step["capture_failed"] is None and step["replays"] > 15, step
+        assert ("weight tensors cast in one kernel each way" in capsys.readouterr().err) == flat
+    a, b = (load_file(str(tmp_path / k / "model.safetensors")) for k in ("False", "True"))
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-3), k
+
+
 def test_a_class_weighted_loss_is_captured(tiny_bert, sst2_dir, tmp_path):
     """With class weights the graphed step still replays (their tensor is made once, not copied from the host at
     every step, which a capture refuses)."""

@@ -9,6 +9,7 @@ import itertools
 import json
 import random
 from collections import Counter
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -145,6 +146,78 @@ def test_a_static_run_resumed_ends_as_the_uninterrupted_one(tiny_bert, sst2_dir,
     assert_same_weights(tmp_path / "whole" / last, tmp_path / "cut" / last)
 
 
+@pytest.mark.usefixtures("cpu_only")  # bit for bit on a CPU
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_weights_cast_in_one_kernel_train_as_autocast_casts_them(grad_accum, monkeypatch, tiny_bert, sst2_dir,
+                                                                 tmp_path, capsys):
+    """bf16 on a CPU (autocast casts the linear layers' weights there too), dropout on, 20 steps: the static step
+    with those weights in one buffer, cast once each way (flatcast.py), gives autocast's own losses and weights."""
+    from bertkit.training import step
+
+    for flat in (False, True):
+        monkeypatch.setattr(step.StaticStep, "flat_cast", flat)
+        fit(tiny_bert, small_config(sst2_dir, tmp_path / str(flat), train_step="static", precision="bf16",
+                                    grad_accum=grad_accum, batch_size=16 // grad_accum, **TINY))
+        assert ("weight tensors cast in one kernel each way" in capsys.readouterr().err) == flat
+    assert_same_weights(tmp_path / "False", tmp_path / "True")
+    logs = [[json.loads(line) for line in (tmp_path / k / "train_log.jsonl").read_text().splitlines()]
+            for k in ("False", "True")]
+    assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]]
+
+
+def test_one_cast_gives_each_parameter_autocasts_gradient_and_none_where_autocast_gives_none():
+    """A layer the forward does not reach and a frozen one get no gradient; the others autocast's, bit for bit, as
+    views of one buffer at aligned offsets."""
+    from torch import nn
+
+    from bertkit.training.flatcast import ALIGN, FlatCast
+
+    def model():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
+        m.unused, m.frozen = nn.Linear(4, 4), nn.Linear(3, 3).requires_grad_(False)
+        return m
+
+    x = torch.randn(5, 8)
+
+    def gradients(m, flat=None):
+        with torch.autocast("cpu", dtype=torch.bfloat16), flat() if flat else nullcontext():
+            y = m.frozen(m[2](m[1](m[0](x))))  # [5, 3]
+        y.float().pow(2).sum().backward()
+        return {n: p.grad for n, p in m.named_parameters()}
+
+    plain, flattened = model(), model()
+    flat = FlatCast(flattened, torch.bfloat16)
+    storage = {n: p.data_ptr() for n, p in flattened.named_parameters()}
+    assert len(flat.held) == 8
+    want, got = gradients(plain), gradients(flattened, flat)
+    assert [n for n, g in got.items() if g is None] == ["unused.weight", "unused.bias", "frozen.weight", "frozen.bias"]
+    assert all(want[n] is None if g is None else torch.equal(want[n], g) for n, g in got.items())
+    grads = [g for g in got.values() if g is not None]  # views of one fp32 buffer, each at an aligned offset
+    assert len({g.untyped_storage().data_ptr() for g in grads}) == 1
+    assert all((g.data_ptr() - g.untyped_storage().data_ptr()) % (4 * ALIGN) == 0 for g in grads)
+    assert {n: p.data_ptr() for n, p in flattened.named_parameters()} == storage  # the parameters' own storage
+    assert all(type(p) is nn.Parameter for p in flattened.parameters())  # in their modules again after the forward
+
+
+def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny_bert):
+    """The check: the encoder's output with the one cast must be autocast's, bit for bit; a layer that adds its bias
+    itself (an fp32 add under autocast) differs, so the model trains as before and the reason is given."""
+    from torch import nn
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit.training.flatcast import flat_cast
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert))
+    assert flat_cast(model, "bf16", compiled=False)[0] is not None
+    assert flat_cast(model, "no", compiled=False) == (None, "precision no: nothing is cast")
+    dense = model.base_model.encoder.layer[0].output.dense
+    torch.manual_seed(0)
+    dense.bias.data.normal_()  # (the tiny model's biases are zeros, which an fp32 add and a bf16 add agree on)
+    dense.forward = lambda x: nn.functional.linear(x, dense.weight) + dense.bias  # [..., hidden]
+    assert flat_cast(model, "bf16", compiled=False) == (None, "the model's output differed on a probe input")
+
+
 def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
     from transformers import get_linear_schedule_with_warmup
 
@@ -231,6 +304,22 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     warmed = list(zip(ReplayCapture.captured, ReplayCapture.warmups_before, strict=True))
     assert sorted(n for names, n in warmed if names) == [1] * (captured_shapes - 1) + [2]  # 2 for the first shape seen
     assert [n for names, n in warmed if not names] == [2] * update_graph  # and two before the update's
+    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
+
+
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
+def test_the_graph_layer_replays_the_weights_cast_in_one_kernel(graphed_on_cpu, monkeypatch, tiny_bert, sst2_dir,
+                                                                tmp_path, capsys):
+    """bf16: graphs of the static step with the weights cast in one kernel each way give autocast's weights."""
+    from bertkit.training import step
+
+    kw = dict(batch_size=24, precision="bf16", **TINY)
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
+    graphed_on_cpu(ReplayCapture)
+    monkeypatch.setattr(step.StaticStep, "flat_cast", True)
+    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+    assert result["train"]["step"]["kind"] == "graphed" and result["train"]["step"]["replays"] > 10
+    assert "weight tensors cast in one kernel each way" in capsys.readouterr().err
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 

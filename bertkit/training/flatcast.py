@@ -1,0 +1,134 @@
+"""Mixed precision's weight casts in one kernel each way, for the static (and so the graphed) training step.
+
+Under autocast, a linear layer casts its fp32 weight and bias to bf16 each time it is called, and its backward casts
+their bf16 gradients back to fp32: two small kernels per parameter tensor a step (bert-base: about 200 of a graphed
+step's 700 kernels, docs/speed.md, "Sixth lent H100"). `FlatCast` casts all of them at the start of a forward with
+one multi-tensor copy (`torch._foreach_copy_`, a few launches on a GPU) into one bf16 buffer, and hands each layer
+its view of that buffer for the forward (what `torch.func.functional_call` does: the module's parameter swapped for
+the forward, the Parameter itself back afterwards); the backward gathers the views' bf16 gradients with one `cat`
+and casts them to fp32 once, each parameter's gradient a view of the result (at an offset aligned to 16 elements).
+The parameters keep their own storage (saved files, the optimizer and its state are untouched). The same rounding
+of the same numbers as autocast's own casts: the same losses and weights, bit for bit (tests/test_graphed_step.py,
+on a CPU). A parameter whose output gets no gradient (a pooler a task does not use), or that is frozen, gets none,
+as under autocast.
+
+Which parameters: those of `nn.Linear` modules and of the fused query/key/value projections (`qkv.Projection`),
+fp32 and held by no other module (a decoder tied to the embeddings stays as autocast treats it). Checked before use:
+the encoder's output on a probe input, without dropout, must be the same bit for bit with and without (a family
+that reads a linear weight outside a linear, say); otherwise it is not used, and one line says why. Not with
+--compile: swapped module attributes would make every compiled region recompile.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import contextmanager, nullcontext
+
+import torch
+from torch import nn
+
+ALIGN = 16  # elements: each parameter's offset in the buffer (vectorised kernels read aligned memory)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class _Cast(torch.autograd.Function):
+    """The parameters → their views of one [n] buffer of `dtype` holding their cast; backward: the views' gradients
+    gathered into one buffer (each at an aligned offset), cast to fp32 once, each parameter's gradient a view of
+    it."""
+
+    @staticmethod
+    def forward(ctx, dtype, starts, n, *params):
+        ctx.set_materialize_grads(False)  # an output no loss reached: None, not zeros (its parameter gets no gradient)
+        low = torch.empty(n, dtype=dtype, device=params[0].device)  # [n]
+        views = tuple(low[s:s + p.numel()].view_as(p) for s, p in zip(starts, params, strict=True))
+        torch._foreach_copy_(views, params)  # one multi-tensor kernel on a GPU (the same rounding as `.to(dtype)`)
+        ctx.mark_non_differentiable(*(v for v, p in zip(views, params, strict=True) if not p.requires_grad))
+        return views
+
+    @staticmethod
+    def backward(ctx, *grads):
+        pieces, starts, end = [], [], 0
+        for g in grads:
+            starts.append(None if g is None else end)
+            if g is not None:
+                pieces.append(g.reshape(-1))
+                end += g.numel()
+                if end % ALIGN:  # a gap no one reads, to keep the next gradient aligned
+                    pieces.append(g.new_empty(ALIGN - end % ALIGN))
+                    end += ALIGN - end % ALIGN
+        full = torch.cat(pieces).float() if pieces else None  # [end]
+        return (None, None, None, *(None if s is None else full[s:s + g.numel()].view_as(g)
+                                    for s, g in zip(starts, grads, strict=True)))
+
+
+def cast_parameters(model: nn.Module) -> list[tuple[nn.Module, str, nn.Parameter]]:
+    """(module, name, parameter) of what autocast casts at each linear call: the parameters of `nn.Linear` modules
+    and of the fused q/k/v projections, fp32, held by no other module."""
+    from .qkv import Projection
+
+    holders = Counter(id(p) for m in model.modules() for p in m._parameters.values() if p is not None)
+    return [(m, name, p) for m in model.modules() if isinstance(m, nn.Linear | Projection)
+            for name, p in m._parameters.items()
+            if p is not None and p.dtype == torch.float32 and holders[id(p)] == 1]
+
+
+class FlatCast:
+    """`with flat():` a forward in which each parameter of `cast_parameters(model)` is its bf16 (fp16) view of one
+    buffer, cast in one multi-tensor copy (module docstring)."""
+
+    def __init__(self, model: nn.Module, dtype: torch.dtype):
+        self.dtype, self.held = dtype, cast_parameters(model)
+        self.starts, end = [], 0
+        for _, _, p in self.held:
+            self.starts.append(end)
+            end += -(-p.numel() // ALIGN) * ALIGN
+        self.size = end
+
+    @contextmanager
+    def __call__(self):
+        views = _Cast.apply(self.dtype, self.starts, self.size, *(p for _, _, p in self.held))
+        try:
+            for (module, name, _), view in zip(self.held, views, strict=True):
+                module._parameters[name] = view  # what torch.func.functional_call does, for this forward
+            yield
+        finally:
+            for module, name, p in self.held:
+                module._parameters[name] = p
+
+
+def flat_cast(model: nn.Module, precision: str, compiled: bool):
+    """A checked `FlatCast` for training `model` in `precision`, or (None, why not)."""
+    dtype = DTYPES.get(precision)
+    if dtype is None:
+        return None, f"precision {precision}: nothing is cast"
+    if compiled:
+        return None, "--compile: swapped attributes would recompile its regions"
+    if not cast_parameters(model):
+        return None, "no fp32 linear layers"
+    before = _probe(model, precision, None)
+    if before is None:
+        return None, "the probe input failed the model's own forward"
+    flat = FlatCast(model, dtype)
+    after = _probe(model, precision, flat)
+    if after is None or not torch.equal(before, after):
+        return None, ("the model's output differed on a probe input" if after is not None
+                      else "the model's forward failed with it")
+    return flat, ""
+
+
+def _probe(model: nn.Module, precision: str, flat: FlatCast | None) -> torch.Tensor | None:
+    """The encoder's last hidden states on a [1, 8] dummy input under `precision`'s autocast, in eval mode (no
+    dropout), with `flat` when given; None when the forward fails."""
+    from ..device import autocast, probe_ids
+
+    encoder = getattr(model, "base_model", model)
+    training, device = model.training, next(model.parameters()).device
+    ids = probe_ids(model, device)  # [1, 8]
+    model.eval()
+    try:
+        with torch.no_grad(), autocast(precision, device), (flat() if flat else nullcontext()):
+            return encoder(input_ids=ids, attention_mask=torch.ones_like(ids))[0].float()  # [1, 8, hidden]
+    except Exception:  # noqa: BLE001 - any failure: the step goes on with autocast's own casts
+        return None
+    finally:
+        model.train(training)
