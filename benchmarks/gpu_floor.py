@@ -8,10 +8,11 @@ most of its time does not depend on the tokens. Per parameter tensor, as bertkit
 AdamW (fused, clipping folded in), the gradients' norm, mixed precision's casts of the linear layers' weights to bf16
 (forward) and of their bf16 gradients back to fp32 (backward). Each is timed here alone, on bert-base's own
 parameter tensors (`transformers.BertConfig()`'s sizes, random values; speed does not depend on them), and again on
-one flat buffer of the same numbers (a decay and a no-decay buffer for AdamW; one buffer for the linear layers'
-casts): the second is what a flat-parameter design could reach at best. Each piece is captured in a CUDA graph and
-replayed --replays times between CUDA events; on a CPU (--quick) it runs eagerly, a rehearsal of the plumbing only.
-The last line: the most the flat design could take off an epoch of --steps steps.
+one flat buffer of the same numbers: AdamW and the norm over a decay and a no-decay buffer (what a flat-parameter
+design could reach at best), the casts as bertkit/training/flatcast.py makes them (one multi-tensor copy of the
+linear layers' weights into one bf16 buffer; their bf16 gradients gathered by one `cat` and cast once). Each piece
+is captured in a CUDA graph and replayed --replays times between CUDA events; on a CPU (--quick) it runs eagerly, a
+rehearsal of the plumbing only. The last line: the most the flat buffers could take off an epoch of --steps steps.
 """
 
 from __future__ import annotations
@@ -75,19 +76,18 @@ def main(a) -> int:
     flat = [torch.cat([p.detach().flatten() for p in ps]) for ps in split]  # [n_decay], [n_no_decay]
     for f in flat:
         f.grad = torch.randn_like(f) * 1e-3
-    lin_flat = torch.cat([p.detach().flatten() for p in linear])  # [n_linear]
+    low = torch.empty(sum(p.numel() for p in linear), dtype=torch.bfloat16, device=device)  # [n_linear]
+    low_views = [v.view_as(p) for v, p in zip(low.split([p.numel() for p in linear]), linear, strict=True)]
+    detached = [p.detach() for p in linear]
     lin_grads16 = [torch.randn_like(p, dtype=torch.bfloat16) for p in linear]  # backward's bf16 weight gradients
-    lin_grad16_flat = torch.cat([g.flatten() for g in lin_grads16])
-    lin_grad32 = [torch.zeros_like(p) for p in linear]
-    lin_grad32_flat = torch.zeros_like(lin_flat)
     pieces = {  # name: (as bertkit does it, per tensor; on one flat buffer)
         "AdamW": (adamw(split, device)[1], adamw([[flat[0]], [flat[1]]], device)[1]),
         "gradient norm": (lambda: torch.nn.utils.get_total_norm([p.grad for p in params]),
                           lambda: torch.nn.utils.get_total_norm([f.grad for f in flat])),
-        "weights to bf16": (lambda: [p.detach().to(torch.bfloat16) for p in linear],
-                            lambda: lin_flat.to(torch.bfloat16)),
-        "gradients to fp32": (lambda: [g32.copy_(g16) for g32, g16 in zip(lin_grad32, lin_grads16, strict=True)],
-                              lambda: lin_grad32_flat.copy_(lin_grad16_flat)),
+        "weights to bf16": (lambda: [p.to(torch.bfloat16) for p in detached],  # autocast's casts; flatcast.py's
+                            lambda: torch._foreach_copy_(low_views, detached)),
+        "gradients to fp32": (lambda: [g.float() for g in lin_grads16],
+                              lambda: torch.cat([g.reshape(-1) for g in lin_grads16]).float()),
     }
     name = torch.cuda.get_device_name() if CUDA else "CPU (eager calls: a rehearsal)"
     print(f"{name}, torch {torch.__version__}; {sum(p.numel() for p in params) / 1e6:.2f} M parameters in "
