@@ -218,6 +218,22 @@ def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny
     assert flat_cast(model, "bf16", compiled=False) == (None, "the model's output differed on a probe input")
 
 
+def test_a_layer_called_twice_in_a_forward_keeps_autocasts_casts():
+    """ALBERT's one shared layer runs at every depth: the bf16 gradients of its uses would add up before the one
+    cast (autocast adds them in fp32), so the model trains as before and the reason is given."""
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    from bertkit.training.flatcast import flat_cast
+
+    model = AlbertForSequenceClassification(AlbertConfig(
+        vocab_size=64, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37))
+    assert flat_cast(model, "bf16", compiled=False) == (
+        None, "a linear layer is called more than once in a forward (shared weights)")
+    model.config.num_hidden_layers = 1  # (the same modules, called once)
+    assert flat_cast(model, "bf16", compiled=False)[0] is not None
+
+
 def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
     from transformers import get_linear_schedule_with_warmup
 

@@ -15,7 +15,9 @@ as under autocast.
 Which parameters: those of `nn.Linear` modules and of the fused query/key/value projections (`qkv.Projection`),
 fp32 and held by no other module (a decoder tied to the embeddings stays as autocast treats it). Checked before use:
 the encoder's output on a probe input, without dropout, must be the same bit for bit with and without (a family
-that reads a linear weight outside a linear, say); otherwise it is not used, and one line says why. Not with
+that reads a linear weight outside a linear, say), and no linear layer may be called twice in it (ALBERT's shared
+layer: autograd would add the bf16 gradients of its uses before the one cast, where autocast adds them in fp32);
+otherwise it is not used, and one line says why. Not with
 --compile: swapped module attributes would make every compiled region recompile.
 """
 
@@ -103,11 +105,21 @@ def flat_cast(model: nn.Module, precision: str, compiled: bool):
         return None, f"precision {precision}: nothing is cast"
     if compiled:
         return None, "--compile: swapped attributes would recompile its regions"
-    if not cast_parameters(model):
+    held = cast_parameters(model)
+    if not held:
         return None, "no fp32 linear layers"
-    before = _probe(model, precision, None)
+    calls: Counter = Counter()  # forward calls per linear module in the probe
+    modules = {id(m): m for m, _, _ in held}.values()
+    hooks = [m.register_forward_pre_hook(lambda m, args: calls.update([id(m)])) for m in modules]
+    try:
+        before = _probe(model, precision, None)
+    finally:
+        for h in hooks:
+            h.remove()
     if before is None:
         return None, "the probe input failed the model's own forward"
+    if max(calls.values(), default=0) > 1:  # ALBERT's one layer, say: the gradients of its uses would add up in bf16
+        return None, "a linear layer is called more than once in a forward (shared weights)"
     flat = FlatCast(model, dtype)
     after = _probe(model, precision, flat)
     if after is None or not torch.equal(before, after):
