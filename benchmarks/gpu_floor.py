@@ -10,7 +10,7 @@ AdamW (fused, clipping folded in), the gradients' norm, mixed precision's casts 
 parameter tensors (`transformers.BertConfig()`'s sizes, random values; speed does not depend on them), and again on
 one flat buffer of the same numbers: AdamW and the norm over a decay and a no-decay buffer (what a flat-parameter
 design could reach at best), the casts as bertkit/training/flatcast.py makes them (one multi-tensor copy of the
-linear layers' weights into one bf16 buffer; their bf16 gradients gathered by one `cat` and cast once). Each piece
+linear layers' weights into one bf16 buffer, and of their bf16 gradients into one fp32 buffer). Each piece
 is captured in a CUDA graph and replayed --replays times between CUDA events; on a CPU (--quick) it runs eagerly, a
 rehearsal of the plumbing only. The last line: the most the flat buffers could take off an epoch of --steps steps.
 """
@@ -80,6 +80,8 @@ def main(a) -> int:
     low_views = [v.view_as(p) for v, p in zip(low.split([p.numel() for p in linear]), linear, strict=True)]
     detached = [p.detach() for p in linear]
     lin_grads16 = [torch.randn_like(p, dtype=torch.bfloat16) for p in linear]  # backward's bf16 weight gradients
+    full = torch.empty(sum(p.numel() for p in linear), device=device)  # [n_linear] fp32
+    full_views = [v.view_as(p) for v, p in zip(full.split([p.numel() for p in linear]), linear, strict=True)]
     pieces = {  # name: (as bertkit does it, per tensor; on one flat buffer)
         "AdamW": (adamw(split, device)[1], adamw([[flat[0]], [flat[1]]], device)[1]),
         "gradient norm": (lambda: torch.nn.utils.get_total_norm([p.grad for p in params]),
@@ -87,7 +89,7 @@ def main(a) -> int:
         "weights to bf16": (lambda: [p.to(torch.bfloat16) for p in detached],  # autocast's casts; flatcast.py's
                             lambda: torch._foreach_copy_(low_views, detached)),
         "gradients to fp32": (lambda: [g.float() for g in lin_grads16],
-                              lambda: torch.cat([g.reshape(-1) for g in lin_grads16]).float()),
+                              lambda: torch._foreach_copy_(full_views, lin_grads16)),
     }
     name = torch.cuda.get_device_name() if CUDA else "CPU (eager calls: a rehearsal)"
     print(f"{name}, torch {torch.__version__}; {sum(p.numel() for p in params) / 1e6:.2f} M parameters in "

@@ -25,7 +25,7 @@ every warm-up, capture and first replay with the device synchronised around it. 
 `epoch`): `compile` (inductor's regions under the graphed step), `tf32` (`--precision tf32`: no mixed
 precision's casts), `warm0` (a later shape captured without its eager warm-up), `nosync` (captures without
 synchronising the device), `lean` (both), `buckets4`/`buckets12`, `flatcast` (--flat-cast: the linear layers'
-weights cast to bf16 in one multi-tensor copy and their gradients back in one cast, bertkit/training/flatcast.py).
+weights cast to bf16 in one multi-tensor copy and their gradients back in another, bertkit/training/flatcast.py).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "lean": {"no_later_warmup": True, "no_capture_sync": True},  # the set-up with both of the above
     "buckets4": {"flags": "--length-buckets 4"},  # 4 length buckets, not 8: fewer set-ups, more padding
     "buckets12": {"flags": "--length-buckets 12"},  # 12: more set-ups, less padding
-    "flatcast": {"flat_cast": True},  # the linear weights cast in one multi-tensor copy, their gradients in one cast
+    "flatcast": {"flat_cast": True},  # the linear weights cast in one multi-tensor copy, their gradients in another
 }
 
 

@@ -137,7 +137,7 @@ def test_a_tf32_run_is_graphed_and_puts_the_switches_back(tiny_bert, sst2_dir, t
 def test_weights_cast_in_one_kernel_are_captured_and_train_as_autocasts(grad_accum, monkeypatch, tiny_bert, sst2_dir,
                                                                         tmp_path, capsys):
     """`StaticStep.flat_cast` (bertkit/training/flatcast.py) on a GPU, bf16: the one multi-tensor copy and the
-    gradients' one cast are captured in the graphs, and the run trains to the weights of autocast's own casts (bit
+    gradients' one copy back are captured in the graphs, and the run trains to the weights of autocast's own casts (bit
     for bit on a CPU: tests/test_graphed_step.py; kernels may round differently here)."""
     from safetensors.torch import load_file
 

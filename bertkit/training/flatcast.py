@@ -5,18 +5,18 @@ their bf16 gradients back to fp32: two small kernels per parameter tensor a step
 step's 700 kernels, docs/speed.md, "Sixth lent H100"). `FlatCast` casts all of them at the start of a forward with
 one multi-tensor copy (`torch._foreach_copy_`, a few launches on a GPU) into one bf16 buffer, and hands each layer
 its view of that buffer for the forward (what `torch.func.functional_call` does: the module's parameter swapped for
-the forward, the Parameter itself back afterwards); the backward gathers the views' bf16 gradients with one `cat`
-and casts them to fp32 once, each parameter's gradient a view of the result (at an offset aligned to 16 elements).
-The parameters keep their own storage (saved files, the optimizer and its state are untouched). The same rounding
-of the same numbers as autocast's own casts: the same losses and weights, bit for bit (tests/test_graphed_step.py,
-on a CPU). A parameter whose output gets no gradient (a pooler a task does not use), or that is frozen, gets none,
-as under autocast.
+the forward, the Parameter itself back afterwards); the backward copies the views' bf16 gradients to fp32 with one
+more multi-tensor copy into one buffer, each parameter's gradient a view of it (at an offset aligned to 16
+elements). The parameters keep their own storage (saved files, the optimizer and its state are untouched). The
+same rounding of the same numbers as autocast's own casts: the same losses and weights, bit for bit
+(tests/test_graphed_step.py, on a CPU). A parameter whose output gets no gradient (a pooler a task does not use), or
+that is frozen, gets none, as under autocast.
 
 Which parameters: those of `nn.Linear` modules and of the fused query/key/value projections (`qkv.Projection`),
 fp32 and held by no other module (a decoder tied to the embeddings stays as autocast treats it). Checked before use:
 the encoder's output on a probe input, without dropout, must be the same bit for bit with and without (a family
 that reads a linear weight outside a linear, say), and no linear layer may be called twice in it (ALBERT's shared
-layer: autograd would add the bf16 gradients of its uses before the one cast, where autocast adds them in fp32);
+layer: autograd would add the bf16 gradients of its uses before the one copy, where autocast adds them in fp32);
 otherwise it is not used, and one line says why. Not with
 --compile: swapped module attributes would make every compiled region recompile.
 """
@@ -35,8 +35,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 class _Cast(torch.autograd.Function):
     """The parameters → their views of one [n] buffer of `dtype` holding their cast; backward: the views' gradients
-    gathered into one buffer (each at an aligned offset), cast to fp32 once, each parameter's gradient a view of
-    it."""
+    copied to fp32 views of one buffer (each at an aligned offset), each parameter's gradient one of them."""
 
     @staticmethod
     def forward(ctx, dtype, starts, n, *params):
@@ -49,18 +48,16 @@ class _Cast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        pieces, starts, end = [], [], 0
-        for g in grads:
+        starts, end = [], 0
+        for g in grads:  # each gradient's place in one fp32 buffer, at an aligned offset
             starts.append(None if g is None else end)
-            if g is not None:
-                pieces.append(g.reshape(-1))
-                end += g.numel()
-                if end % ALIGN:  # a gap no one reads, to keep the next gradient aligned
-                    pieces.append(g.new_empty(ALIGN - end % ALIGN))
-                    end += ALIGN - end % ALIGN
-        full = torch.cat(pieces).float() if pieces else None  # [end]
-        return (None, None, None, *(None if s is None else full[s:s + g.numel()].view_as(g)
-                                    for s, g in zip(starts, grads, strict=True)))
+            end += 0 if g is None else -(-g.numel() // ALIGN) * ALIGN
+        if not end:
+            return (None,) * (3 + len(grads))
+        full = torch.empty(end, dtype=torch.float32, device=next(g for g in grads if g is not None).device)  # [end]
+        out = [None if s is None else full[s:s + g.numel()].view_as(g) for s, g in zip(starts, grads, strict=True)]
+        torch._foreach_copy_([o for o in out if o is not None], [g for g in grads if g is not None])  # one kernel
+        return (None, None, None, *out)
 
 
 def cast_parameters(model: nn.Module) -> list[tuple[nn.Module, str, nn.Parameter]]:
