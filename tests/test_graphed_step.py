@@ -211,6 +211,7 @@ def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny
     model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert))
     assert flat_cast(model, "bf16", compiled=False)[0] is not None
     assert flat_cast(model, "no", compiled=False) == (None, "precision no: nothing is cast")
+    assert flat_cast(model, "bf16", compiled=True)[1] == "--compile: swapped attributes would recompile its regions"
     dense = model.base_model.encoder.layer[0].output.dense
     torch.manual_seed(0)
     dense.bias.data.normal_()  # (the tiny model's biases are zeros, which an fp32 add and a bf16 add agree on)
