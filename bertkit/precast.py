@@ -37,7 +37,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 PACKED_CALLS = [0]  # forward passes of packed linear layers, to check that packing took effect
 
 
-def _probe(model, device, precision) -> list[torch.Tensor]:
+def probe_outputs(model, device, precision) -> list[torch.Tensor]:
     """The encoder's last hidden states on [1, 8] and [3, 40] dummy inputs (the kernels differ with the rows)."""
     encoder = getattr(model, "base_model", model)
     ids = probe_ids(model, device)  # [1, 8]
@@ -48,7 +48,8 @@ def _probe(model, device, precision) -> list[torch.Tensor]:
     return outs  # [batch, length, hidden] each
 
 
-def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+def same_outputs(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Whether two `probe_outputs` are equal bit for bit."""
     return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
@@ -77,7 +78,7 @@ def _pack_checked(model, linears: list[nn.Linear], device, precision: str, befor
                 m._bertkit_packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), 64)  # 64: a row hint
                 m.forward = types.MethodType(_packed_forward, m)
                 packed.append(m)
-        if _same(before, _probe(model, device, precision)) and PACKED_CALLS[0] > calls:
+        if same_outputs(before, probe_outputs(model, device, precision)) and PACKED_CALLS[0] > calls:
             return len(packed)
         reason = "the outputs changed or the packed layers did not run"
     except Exception as e:  # noqa: BLE001 - whatever fails here, the layers go back to nn.Linear's forward
@@ -103,13 +104,13 @@ def precast(model: nn.Module, precision: str, pack: bool = True) -> int:
         return 0
     saved = [(m, name, p) for m in linears for name, p in m.named_parameters(recurse=False)]
     try:
-        before = _probe(model, device, precision)
+        before = probe_outputs(model, device, precision)
         cast: dict[int, nn.Parameter] = {}  # one cast per parameter: weights tied between linear layers stay tied
         for m, name, p in saved:
             if id(p) not in cast:
                 cast[id(p)] = nn.Parameter(p.detach().to(dtype), requires_grad=False)
             setattr(m, name, cast[id(p)])
-        if _same(before, _probe(model, device, precision)):
+        if same_outputs(before, probe_outputs(model, device, precision)):
             if pack:
                 _pack_checked(model, linears, device, precision, before)
             return len(linears)

@@ -201,7 +201,7 @@ def test_one_cast_gives_each_parameter_autocasts_gradient_and_none_where_autocas
 
 
 def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny_bert):
-    """The check: the encoder's output with the one cast must be autocast's, bit for bit; a layer that adds its bias
+    """The check: the encoder's outputs with the one copy must be autocast's, bit for bit; a layer that adds its bias
     itself (an fp32 add under autocast) differs, so the model trains as before and the reason is given."""
     from torch import nn
     from transformers import AutoModelForSequenceClassification
@@ -221,7 +221,7 @@ def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny
 
 def test_a_layer_called_twice_in_a_forward_keeps_autocasts_casts():
     """ALBERT's one shared layer runs at every depth: the bf16 gradients of its uses would add up before the one
-    cast (autocast adds them in fp32), so the model trains as before and the reason is given."""
+    copy back (autocast adds them in fp32), so the model trains as before and the reason is given."""
     from transformers import AlbertConfig, AlbertForSequenceClassification
 
     from bertkit.training.flatcast import flat_cast

@@ -1,24 +1,24 @@
 """Mixed precision's weight casts in one kernel each way, for the static (and so the graphed) training step.
 
 Under autocast, a linear layer casts its fp32 weight and bias to bf16 each time it is called, and its backward casts
-their bf16 gradients back to fp32: two small kernels per parameter tensor a step (bert-base: about 200 of a graphed
-step's 700 kernels, docs/speed.md, "Sixth lent H100"). `FlatCast` casts all of them at the start of a forward with
-one multi-tensor copy (`torch._foreach_copy_`, a few launches on a GPU) into one bf16 buffer, and hands each layer
-its view of that buffer for the forward (what `torch.func.functional_call` does: the module's parameter swapped for
-the forward, the Parameter itself back afterwards); the backward copies the views' bf16 gradients to fp32 with one
-more multi-tensor copy into one buffer, each parameter's gradient a view of it (at an offset aligned to 16
-elements). The parameters keep their own storage (saved files, the optimizer and its state are untouched). The
+their bf16 gradients back to fp32: two small kernels per parameter tensor a step (a large share of a graphed
+bert-base step's kernels: docs/speed.md, "Sixth lent H100"). `FlatCast` casts all of them at the start of a forward
+with one multi-tensor copy (`torch._foreach_copy_`, a few launches on a GPU) into one bf16 buffer, and hands each
+layer its view of that buffer for the forward (what `torch.func.functional_call` does: the module's parameter
+swapped for the forward, the Parameter itself back afterwards); the backward copies the views' bf16 gradients to
+fp32 with one more multi-tensor copy into one buffer, each parameter's gradient a view of it (at an offset aligned
+to 16 elements). The parameters keep their own storage (saved files, the optimizer and its state are untouched). The
 same rounding of the same numbers as autocast's own casts: the same losses and weights, bit for bit
 (tests/test_graphed_step.py, on a CPU). A parameter whose output gets no gradient (a pooler a task does not use), or
 that is frozen, gets none, as under autocast.
 
 Which parameters: those of `nn.Linear` modules and of the fused query/key/value projections (`qkv.Projection`),
 fp32 and held by no other module (a decoder tied to the embeddings stays as autocast treats it). Checked before use:
-the encoder's output on a probe input, without dropout, must be the same bit for bit with and without (a family
-that reads a linear weight outside a linear, say), and no linear layer may be called twice in it (ALBERT's shared
-layer: autograd would add the bf16 gradients of its uses before the one copy, where autocast adds them in fp32);
-otherwise it is not used, and one line says why. Not with
---compile: swapped module attributes would make every compiled region recompile.
+the encoder's outputs on precast's two probe inputs, without dropout, must be the same bit for bit with and without
+(a family that reads a linear weight outside a linear, say), and no linear layer may be called twice in a forward
+(ALBERT's shared layer: autograd would add the bf16 gradients of its uses before the one copy, where autocast adds
+them in fp32); otherwise it is not used, and one line says why. Not with --compile: swapped module attributes would
+make every compiled region recompile.
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ from torch import nn
 
 ALIGN = 16  # elements: each parameter's offset in the buffer (vectorised kernels read aligned memory)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def aligned(sizes) -> tuple[list[int], int]:
+    """Offsets of tensors of `sizes` elements laid end to end in one buffer, each at a multiple of ALIGN; its size."""
+    starts, end = [], 0
+    for n in sizes:
+        starts.append(end)
+        end += -(-n // ALIGN) * ALIGN
+    return starts, end
 
 
 class _Cast(torch.autograd.Function):
@@ -48,16 +57,15 @@ class _Cast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        starts, end = [], 0
-        for g in grads:  # each gradient's place in one fp32 buffer, at an aligned offset
-            starts.append(None if g is None else end)
-            end += 0 if g is None else -(-g.numel() // ALIGN) * ALIGN
-        if not end:
+        arrived = [g for g in grads if g is not None]
+        if not arrived:
             return (None,) * (3 + len(grads))
-        full = torch.empty(end, dtype=torch.float32, device=next(g for g in grads if g is not None).device)  # [end]
-        out = [None if s is None else full[s:s + g.numel()].view_as(g) for s, g in zip(starts, grads, strict=True)]
-        torch._foreach_copy_([o for o in out if o is not None], [g for g in grads if g is not None])  # one kernel
-        return (None, None, None, *out)
+        starts, end = aligned(g.numel() for g in arrived)  # each gradient's place in one fp32 buffer
+        full = torch.empty(end, dtype=torch.float32, device=arrived[0].device)  # [end]
+        views = [full[s:s + g.numel()].view_as(g) for s, g in zip(starts, arrived, strict=True)]
+        torch._foreach_copy_(views, arrived)  # one multi-tensor kernel on a GPU
+        it = iter(views)
+        return (None, None, None, *(None if g is None else next(it) for g in grads))
 
 
 def cast_parameters(model: nn.Module) -> list[tuple[nn.Module, str, nn.Parameter]]:
@@ -77,11 +85,7 @@ class FlatCast:
 
     def __init__(self, model: nn.Module, dtype: torch.dtype):
         self.dtype, self.held = dtype, cast_parameters(model)
-        self.starts, end = [], 0
-        for _, _, p in self.held:
-            self.starts.append(end)
-            end += -(-p.numel() // ALIGN) * ALIGN
-        self.size = end
+        self.starts, self.size = aligned(p.numel() for _, _, p in self.held)
 
     @contextmanager
     def __call__(self):
@@ -97,6 +101,8 @@ class FlatCast:
 
 def flat_cast(model: nn.Module, precision: str, compiled: bool):
     """A checked `FlatCast` for training `model` in `precision`, or (None, why not)."""
+    from ..precast import same_outputs
+
     dtype = DTYPES.get(precision)
     if dtype is None:
         return None, f"precision {precision}: nothing is cast"
@@ -105,7 +111,7 @@ def flat_cast(model: nn.Module, precision: str, compiled: bool):
     held = cast_parameters(model)
     if not held:
         return None, "no fp32 linear layers"
-    calls: Counter = Counter()  # forward calls per linear module in the probe
+    calls: Counter = Counter()  # forward calls per linear module in the probe's forwards
     modules = {id(m): m for m, _, _ in held}.values()
     hooks = [m.register_forward_pre_hook(lambda m, args: calls.update([id(m)])) for m in modules]
     try:
@@ -115,28 +121,27 @@ def flat_cast(model: nn.Module, precision: str, compiled: bool):
             h.remove()
     if before is None:
         return None, "the probe input failed the model's own forward"
-    if max(calls.values(), default=0) > 1:  # ALBERT's one layer, say: the gradients of its uses would add up in bf16
+    if max(calls.values(), default=0) > len(before):  # more than once a forward (one forward an output): ALBERT's
+        # one layer, say, the gradients of whose uses would add up in bf16
         return None, "a linear layer is called more than once in a forward (shared weights)"
     flat = FlatCast(model, dtype)
     after = _probe(model, precision, flat)
-    if after is None or not torch.equal(before, after):
+    if after is None or not same_outputs(before, after):
         return None, ("the model's output differed on a probe input" if after is not None
                       else "the model's forward failed with it")
     return flat, ""
 
 
-def _probe(model: nn.Module, precision: str, flat: FlatCast | None) -> torch.Tensor | None:
-    """The encoder's last hidden states on a [1, 8] dummy input under `precision`'s autocast, in eval mode (no
+def _probe(model: nn.Module, precision: str, flat: FlatCast | None) -> list[torch.Tensor] | None:
+    """precast's probe (the encoder's outputs on two dummy inputs under `precision`'s autocast) in eval mode (no
     dropout), with `flat` when given; None when the forward fails."""
-    from ..device import autocast, probe_ids
+    from ..precast import probe_outputs
 
-    encoder = getattr(model, "base_model", model)
     training, device = model.training, next(model.parameters()).device
-    ids = probe_ids(model, device)  # [1, 8]
     model.eval()
     try:
-        with torch.no_grad(), autocast(precision, device), (flat() if flat else nullcontext()):
-            return encoder(input_ids=ids, attention_mask=torch.ones_like(ids))[0].float()  # [1, 8, hidden]
+        with flat() if flat else nullcontext():
+            return probe_outputs(model, device, precision)
     except Exception:  # noqa: BLE001 - any failure: the step goes on with autocast's own casts
         return None
     finally:
