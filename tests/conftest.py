@@ -458,6 +458,32 @@ def cpu_only(monkeypatch):
         yield
 
 
+class ReplayCapture:
+    """A CPU stand-in for `bertkit.graphs.GraphCapture` in inference: a "graph" that calls the captured forward again
+    on its static inputs, as a replay does; counts its captures."""
+
+    def __init__(self):
+        self.captures = 0
+
+    def __call__(self, fn, inputs):
+        self.captures += 1
+        return lambda: fn(inputs)
+
+
+@contextlib.contextmanager
+def gpu_inference_path(monkeypatch):
+    """While the block runs, inference on a CPU takes its GPU path (`bertkit.graphs`: batches by a token budget over
+    a few lengths, a graph per shape) with `ReplayCapture` for its captures."""
+    from bertkit import graphs, inference
+    from bertkit.extract import extractor
+
+    with monkeypatch.context() as m:
+        m.setattr(inference, "on_gpu", lambda device: True)
+        m.setattr(extractor, "on_gpu", lambda device: True)
+        m.setattr(graphs, "GraphCapture", ReplayCapture)
+        yield
+
+
 # --- deploy runs: tiny fine-tuned runs of every head, a real `bertkit serve` process, CLI references ---------------
 # (shared by test_contract.py, test_serve.py, test_export.py and the tests of each task)
 from contextlib import contextmanager, nullcontext  # noqa: E402

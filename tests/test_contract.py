@@ -258,6 +258,26 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
         close(t, a, 1e-5, f"row {i}")
 
 
+@pytest.mark.usefixtures("cpu_only")  # stand-in graphs on a CPU (a GPU's own: tests/test_gpu.py)
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_rows_on_the_gpu_path_answer_as_on_the_plain_one(task_run, monkeypatch):
+    """Inference's GPU path (batches by a token budget over a few lengths, topped up with empty rows, a graph per
+    shape: here a stand-in that calls the forward again, as a replay does), which predict, evaluate, serve and a
+    graphed run's evaluations take on a GPU: the plain path's answers."""
+    from bertkit.tasks import load_task
+
+    from .conftest import gpu_inference_path
+
+    spec, run = task_run
+    task = load_task(str(run))
+    plain = task.predict_rows(spec.rows, batch_size=2, **spec.options)
+    with gpu_inference_path(monkeypatch):
+        for _ in range(3):  # eager, captured, replayed
+            for i, (g, p) in enumerate(zip(task.predict_rows(spec.rows, **spec.options), plain, strict=True)):
+                close(g, p, 1e-5, f"row {i}")
+    assert any(f.graphs and not f.failed for f in vars(task)["_graphed_forwards"].values())
+
+
 # --- predict, serve and export on one input -----------------------------------------------------------------------
 @pytest.mark.usefixtures("cpu_only")  # the three front-ends on one device (a GPU's own answers: tests/test_gpu.py)
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)

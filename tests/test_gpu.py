@@ -70,7 +70,8 @@ def test_replays_draw_new_dropout_masks(tiny_bert, accumulation, compiled):
 @pytest.mark.parametrize("grad_accum", [1, 2])
 def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_dir, tmp_path, capsys):
     """Whole-step graphs (no accumulation) or forward-and-backward graphs beside an update graph (accumulation); both
-    runs with query, key and value in one matmul (a GPU's model change)."""
+    runs with query, key and value in one matmul (a GPU's model change). The graphed run's evaluations are graphed
+    too (the third replays) and score as the static run's through accelerate."""
     from safetensors.torch import load_file
 
     from .conftest import fit, small_config
@@ -80,10 +81,13 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
         runs[kind] = tmp_path / kind
         _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, batch_size=24 // grad_accum,
                                                 grad_accum=grad_accum, max_steps=30, dropout=0.0,
-                                                attention_dropout=0.0, eval_every="100"))
+                                                attention_dropout=0.0, eval_every="10"))
         step = result["train"]["step"]
         assert step["kind"] == kind
-        assert "fused_qkv" in capsys.readouterr().err  # the training line's model changes
+        err = capsys.readouterr().err
+        assert "fused_qkv" in err  # the training line's model changes
+        assert ("; evaluation graphed (batches by a token budget)" in err) == (kind == "graphed")
+        assert "CUDA graph capture failed" not in err
     assert step["capture_failed"] is None and step["graphs"] >= 2 and step["replays"] > 15  # a replay a full step
     seen = [json.loads((runs[k] / "metrics.json").read_text())["train"]["examples_seen"] for k in runs]
     if grad_accum == 1:
@@ -92,6 +96,10 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
     a, b = (load_file(str(runs[k] / "model.safetensors")) for k in runs)
     for k in a:  # the same arithmetic; kernels may differ in rounding between a captured and an eager launch
         assert torch.allclose(a[k], b[k], atol=1e-4), k
+    scored = [[json.loads(x) for x in (runs[k] / "eval_metrics.jsonl").read_text().splitlines()] for k in runs]
+    assert [x["step"] for x in scored[0]] == [x["step"] for x in scored[1]] == [10, 20, 30]
+    for x, y in zip(*scored, strict=True):  # 64 dev sentences: at most one answer apart
+        assert x["dev/accuracy"] == pytest.approx(y["dev/accuracy"], abs=1 / 64 + 1e-9), (x, y)
 
 
 def test_a_compiled_model_is_captured(tiny_bert, sst2_dir, tmp_path):

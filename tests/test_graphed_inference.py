@@ -12,17 +12,10 @@ import torch
 
 from bertkit.graphs import BUCKETS, GraphedForward, budget_batches, pad_rows
 
+from .conftest import gpu_inference_path
+
 TEXTS = ["the film was good and funny", "a dull , boring plot that goes on and on and never ends at all", "wonderful",
          "the story is quite weak"] * 9
-
-
-class ReplayCapture:
-    def __init__(self):
-        self.captures = 0
-
-    def __call__(self, fn, inputs):
-        self.captures += 1
-        return lambda: fn(inputs)
 
 
 def test_budget_batches_cover_every_row_once_in_few_shapes():
@@ -47,12 +40,8 @@ def test_padded_rows_attend_to_one_position():
 @pytest.fixture
 def gpu_path(monkeypatch):
     """The GPU path on a CPU: inference takes it, its captures are stand-ins."""
-    from bertkit import graphs, inference
-    from bertkit.extract import extractor
-
-    monkeypatch.setattr(inference, "on_gpu", lambda device: True)
-    monkeypatch.setattr(extractor, "on_gpu", lambda device: True)
-    monkeypatch.setattr(graphs, "GraphCapture", ReplayCapture)
+    with gpu_inference_path(monkeypatch):
+        yield
 
 
 def test_predictions_on_the_gpu_path_are_the_plain_paths(tiny_bert, monkeypatch, request):

@@ -375,6 +375,35 @@ def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert,
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
+@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
+def test_a_graphed_run_evaluates_by_a_token_budget_from_graphs_of_its_own(graphed_on_cpu, monkeypatch, tiny_bert,
+                                                                         sst2_dir, tmp_path, capsys):
+    """A graphed run's evaluations take inference's GPU path (batches by a token budget, a graph per shape: here a
+    stand-in), with the run's own graphs, dropped when it ends; the metrics and predictions of the static run's
+    evaluations through accelerate."""
+    from bertkit import graphs, inference
+
+    kw = dict(batch_size=24, **{**TINY, "eval_every": "4"})
+    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
+    graphed_on_cpu(ReplayCapture)
+    monkeypatch.setattr(inference, "on_gpu", lambda device: True)
+    monkeypatch.setattr(graphs, "GraphCapture", ReplayCapture)
+    task, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+    assert "; evaluation graphed (batches by a token budget)" in capsys.readouterr().err
+    evaluations = [names for names in ReplayCapture.captured if names and "labels" not in names]
+    assert evaluations == [["attention_mask", "input_ids", "token_type_ids"]] * 2  # two lengths of 64 dev sentences
+    assert "_graphed_forwards" not in vars(task)  # the task's own graphs (predict's) untouched
+
+    def evaluations(run):
+        return [json.loads(x) for x in (run / "eval_metrics.jsonl").read_text().splitlines()]
+
+    static, graphed = evaluations(tmp_path / "static"), evaluations(tmp_path / "graphed")
+    assert len(graphed) == 5 and [x["step"] for x in graphed] == [x["step"] for x in static]
+    for a, b in zip(static, graphed, strict=True):
+        assert a == pytest.approx(b, abs=1e-6)
+    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
+
+
 # --- which step, and why ---------------------------------------------------------------------------------------------
 def accelerator(device="cuda", processes=1, kind="NO"):
     return SimpleNamespace(device=torch.device(device), num_processes=processes,
@@ -410,6 +439,23 @@ def test_each_run_takes_the_step_it_can_and_says_why(acc, precision, flags, kind
     assert all(b % 8 == 0 for b in plan.buckets)
     two = plan_step(cfg.replace("test", length_buckets=2), acc, precision, lengths, batches, 8)
     assert len(two.buckets) == 2 and two.buckets[-1] == 104 and two.extra_padding > 0
+
+
+@pytest.mark.parametrize("kind, flags, said", [
+    ("graphed", {}, "evaluation graphed (batches by a token budget)"),
+    ("graphed", {"compile": True}, "evaluation eager (--compile: batches padded to the compiled lengths)"),
+    ("graphed", {"memory_budget": "2GB"}, "evaluation eager (--memory-budget: batches of --eval-batch-size)"),
+    ("eager", {}, ""),
+    ("static", {}, ""),
+])
+def test_evaluation_is_graphed_where_the_step_is_and_says_so(kind, flags, said, tmp_path):
+    from bertkit.graphs import GraphedForward
+    from bertkit.training.evaluation import evaluation_graphs
+    from bertkit.training.step import StepPlan
+
+    cfg = small_config(tmp_path, tmp_path / "run", **flags)
+    forward, text = evaluation_graphs(StepPlan(kind, "test"), cfg, None, ("logits",), "bf16", torch.device("cuda"))
+    assert text == said and isinstance(forward, GraphedForward) == said.startswith("evaluation graphed")
 
 
 @pytest.mark.usefixtures("cpu_only")  # a CPU's step (eager); one GPU's is graphed

@@ -8,7 +8,7 @@
         keep the best, save a resumable checkpoint)
 
 The step is eager (accelerate's pieces), static, or replayed from CUDA graphs (`step.py`, `graphed.py`): the loop
-does not know which.
+does not know which. Where it is graphed, evaluation is too (`evaluation.evaluation_graphs`).
 
 Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
 run ends with the same metrics and weights as an uninterrupted one. Every process takes part in evaluation and
@@ -32,6 +32,7 @@ from ..config import RunConfig
 from ..config_files import to_yaml
 from ..device import matmul_precision
 from ..errors import BertkitError
+from ..inference import forward_all
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
 from ..report import write_report
@@ -40,7 +41,7 @@ from ..utils import append_jsonl, atomic_path, package_versions, set_seed, trunc
 from . import checkpoints, launch
 from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
-from .evaluation import predict_features
+from .evaluation import evaluation_graphs, predict_features
 from .prepare import default_pad_multiple, make_accelerator, make_step, prepare, trained_config
 from .step import plan_step
 
@@ -74,6 +75,7 @@ class Trainer:
         accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
         self.memory = memory or MemoryLog(accelerator.device)  # peak memory per phase, into metrics.json
+        self._eval_graphs = None  # during a graphed run: evaluation's graphed forward (`evaluation_graphs`)
 
     @property
     def adapter(self):  # the 0.2 name
@@ -89,13 +91,20 @@ class Trainer:
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
             with self.memory.phase("evaluation"), matmul_precision(self.precision):
-                plan = getattr(self, "step_plan", None)
-                buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
-                outputs = predict_features(self.accelerator, self.model, self.task, features,
-                                           self.cfg.eval_batch_size, buckets)
+                outputs = self._outputs(features)
             with self.memory.phase("post-processing"):
                 metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
         return metrics, predictions
+
+    def _outputs(self, features) -> list[dict]:
+        """The model's outputs for every feature: during a graphed run by a token budget, replayed from the run's
+        graphs (one process); else through accelerate, every process its share."""
+        if self._eval_graphs is not None:
+            cfg = self.cfg
+            return forward_all(self.task, features, cfg.eval_batch_size, self.precision, graphed=self._eval_graphs)
+        plan = getattr(self, "step_plan", None)
+        buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
+        return predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size, buckets)
 
     # --- set-up ---------------------------------------------------------------------------------------
     def _start(self, total_steps: int, loader) -> dict:
@@ -174,15 +183,19 @@ class Trainer:
                     model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self._applied = applied
                 state = self._start(total_steps, loader)
+                self._eval_graphs, evaluation = evaluation_graphs(self.step_plan, cfg, self.model,
+                                                                  self.task.output_keys, self.precision, acc.device)
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
                          f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
                          f"({self.precision_choice.reason}); {self.step_plan.describe()}; {self.resident.describe()}"
+                         + (f"; {evaluation}" if evaluation else "")
                          + (f"; model changes: {', '.join(applied)}" if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 with heap_released(self._applied):
                     return self._finish(state, eval_sets, test)
-        finally:  # the prepared model's own forward again, however training ended
+        finally:  # the prepared model's own forward again, however training ended; evaluation's graphs dropped
+            self._eval_graphs = None
             if self._restore_forward:
                 self._restore_forward()
 
