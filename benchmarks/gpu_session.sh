@@ -3,13 +3,15 @@
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
 # with carry [".gpu"], kind nvidia-h200 (the issue's own kind, whose memory is faster: most of a bert-base step is
 # memory traffic and kernels per parameter tensor; where refused, the H100 it offers), timeout_s 600 and the command
-#   STEPS="floor ab tests" bash benchmarks/gpu_session.sh
+#   STEPS="floor ab tests evalab" bash benchmarks/gpu_session.sh
 #                                                               (about 8 minutes: what one flat buffer could save
 #                                                                of a step's per-tensor work; bert-base's loop as
 #                                                                bertkit runs against the linear weights cast in one
 #                                                                kernel each way (`flatcast`, kept as the graphed
 #                                                                step's default only if ≥ 3 % faster in all three
-#                                                                rounds); the GPU tests; then, at once while the
+#                                                                rounds); the GPU tests; a graphed run's evaluations
+#                                                                graphed against eager (kept only if ≥ 3 % faster
+#                                                                in both rounds, else they go); then, at once while the
 #                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="bench"
 #                                                                (issue 40's table as bertkit runs, on that
 #                                                                machine), timeout_s L + 20, where L = min(300,
@@ -32,6 +34,8 @@
 #            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs is in
 #            docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left of the call, at most 280 s ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
+#   evalab   benchmarks/gpu_eval_ab.py: a graphed run's evaluations (the MiniLM, 20,000 sentences, three a fit)
+#            graphed by a token budget as bertkit runs them, against accelerate's loader, alternated, 2 rounds ≤ 150 s
 #   floor    benchmarks/gpu_floor.py: bert-base's per-tensor work of a step (AdamW, the gradients' norm, mixed
 #            precision's casts) alone, per tensor and on one flat buffer: what flat parameters could save   ≤ 90 s
 #   ab       bert-base, the arms of $AB_ARMS (default whole,flatcast: as bertkit runs against the linear weights
@@ -97,6 +101,10 @@ for s in $STEPS; do
            timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$W/gpu-bench" \
              --graphed-args "$ga" >"$W/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$W/bench.log" | cut -c1-220;;
+    evalab) t=$(( $(left) < 150 ? $(left) : 150 )); (( t < 90 )) && { echo "evalab skipped: ${t} s left"; continue; }
+            say "evalab: a graphed MiniLM fine-tune's evaluations of 20,000 sentences, graphed against eager, 2 rounds"
+            timeout $t python3 benchmarks/gpu_eval_ab.py >"$W/evalab.log" 2>&1; echo "rc=$?"
+            grep -E "^(device|ab |training:)" "$W/evalab.log" | cut -c1-330 | head -8;;
     floor) say "floor: a step's per-tensor work, per tensor and on one flat buffer"
            timeout 90 python3 benchmarks/gpu_floor.py >"$W/floor.log" 2>&1; echo "rc=$?"; grep -E "^floor|, torch" "$W/floor.log";;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
