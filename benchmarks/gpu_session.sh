@@ -32,7 +32,8 @@
 #            kept (an arm ≥ 3 % faster than `whole` in every round both ran, the first among them: tf32 →
 #            --precision tf32, buckets4 → --length-buckets 4, compile → --compile), or with $GRAPHED_ARGS (more
 #            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs is in
-#            docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left of the call, at most 280 s ≤ 300 s
+#            docs/speed.md) unless $GRAPHED_ARGS is set; with --flat-cast where an `ab` step on this machine found
+#            flatcast ≥ 3 % faster in every round; its budget what is left of the call, at most 280 s ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
 #   evalab   benchmarks/gpu_eval_ab.py: a graphed run's evaluations (the MiniLM, 20,000 sentences, three a fit)
 #            graphed by a token budget as bertkit runs them, against accelerate's loader, alternated, 2 rounds ≤ 150 s
@@ -97,9 +98,10 @@ for s in $STEPS; do
              echo "bench skipped: the epoch A/B kept nothing (the table as bertkit runs: docs/speed.md)"; continue; fi
            ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo -n "--precision tf32 "; [[ $kept == *buckets4* ]] \
              && echo -n "--length-buckets 4 "; [[ $kept == *compile* ]] && echo -n "--compile")}
-           say "bench (graphed row: '${ga}'; the epoch A/B kept: ${kept:-nothing}; inductor's cache as it left it)"
+           fc=$(grep -qs "^ab: flatcast ≥ 3 %" /tmp/gpu-ab-verdict.txt && echo --flat-cast)  # the ab step kept it
+           say "bench (graphed row: '${ga}'; the epoch A/B kept: ${kept:-nothing}; ${fc:-no --flat-cast}; inductor's cache as it left it)"
            timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$W/gpu-bench" \
-             --graphed-args "$ga" >"$W/bench.log" 2>&1
+             --graphed-args "$ga" $fc >"$W/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$W/bench.log" | cut -c1-220;;
     evalab) t=$(( $(left) < 150 ? $(left) : 150 )); (( t < 90 )) && { echo "evalab skipped: ${t} s left"; continue; }
             say "evalab: a graphed MiniLM fine-tune's evaluations of 20,000 sentences, graphed against eager, 2 rounds"
@@ -118,7 +120,7 @@ for s in $STEPS; do
           END { for (k in t) { split(k, p, SUBSEP); if (p[1] == "whole") continue; ok = 1; n = 0
                   for (i in r) { n++; if (!((p[1], i) in t) || t[p[1], i] > 0.97 * t["whole", i]) ok = 0 }
                   if (!(p[1] in seen)) { seen[p[1]] = 1; print "ab: " p[1] (ok && n ? " ≥ 3 % faster than whole in every round" : " not ≥ 3 % faster in every round") } } }' \
-          "$W/ab-bert-base.log";;
+          "$W/ab-bert-base.log" | tee /tmp/gpu-ab-verdict.txt;;  # (in /tmp: a later call's bench on this machine reads it)
     setup) say "setup: the MiniLM's epoch, each arm a process: as bertkit runs, and a short step's attention by cuDNN"
            for r in 1 2; do for arm in whole cudnn; do timeout 100 python3 benchmarks/gpu_profile.py --model minilm-l6 \
              --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done; done;;
