@@ -59,12 +59,13 @@ def graphed_forward(adapter, precision: str, device: torch.device) -> GraphedFor
     return kept[precision]
 
 
-def forward_graphs(model, keys, precision: str, device: torch.device) -> GraphedForward:
-    """`model`'s forward in `precision` as a `GraphedForward` of its outputs `keys` (a graph per input shape)."""
+def forward_graphs(model, keys, precision: str, device: torch.device, capture=None) -> GraphedForward:
+    """`model`'s forward in `precision` as a `GraphedForward` of its outputs `keys` (a graph per input shape);
+    `capture`: a `GraphCapture` to share (its stream and memory pool), else one of its own."""
 
     def fn(inputs: dict) -> dict:
         with autocast(precision, device, cache=False):
             out = model(**inputs)
         return {k: out[k] for k in keys}
 
-    return GraphedForward(fn)
+    return GraphedForward(fn, capture)

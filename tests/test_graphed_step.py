@@ -378,26 +378,30 @@ def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert,
 @pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
 def test_a_graphed_run_evaluates_by_a_token_budget_from_graphs_of_its_own(graphed_on_cpu, monkeypatch, tiny_bert,
                                                                          sst2_dir, tmp_path, capsys):
-    """A graphed run's evaluations take inference's GPU path (batches by a token budget, a graph per shape: here a
-    stand-in), with the run's own graphs, dropped when it ends; the metrics and predictions of the static run's
-    evaluations through accelerate."""
-    from bertkit import graphs, inference
+    """A graphed run's evaluations take inference's GPU path (batches by a token budget, a graph per shape), captured
+    by the step's own capture (its stream and memory pool; here a stand-in), the run's graphs, not the task's, and
+    dropped when it ends; the same metrics at every evaluation as the static run's through accelerate."""
+    from bertkit import SequenceClassification, Trainer, inference
 
     kw = dict(batch_size=24, **{**TINY, "eval_every": "4"})
     fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
     graphed_on_cpu(ReplayCapture)
-    monkeypatch.setattr(inference, "on_gpu", lambda device: True)
-    monkeypatch.setattr(graphs, "GraphCapture", ReplayCapture)
-    task, _ = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
+    monkeypatch.setattr(inference, "on_gpu", lambda device: True)  # (graphs.GraphCapture is not a stand-in here)
+    cfg = small_config(sst2_dir, tmp_path / "graphed", **kw)
+    torch.manual_seed(cfg.seed)
+    train, evals, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    trainer = Trainer(task, cfg)
+    trainer.fit(train, evals)
     assert "; evaluation graphed (batches by a token budget)" in capsys.readouterr().err
-    evaluations = [names for names in ReplayCapture.captured if names and "labels" not in names]
-    assert evaluations == [["attention_mask", "input_ids", "token_type_ids"]] * 2  # two lengths of 64 dev sentences
-    assert "_graphed_forwards" not in vars(task)  # the task's own graphs (predict's) untouched
+    captured = [names for names in ReplayCapture.captured if names and "labels" not in names]
+    assert captured == [["attention_mask", "input_ids", "token_type_ids"]] * 2  # two lengths of 64 dev sentences
+    assert "_graphed_forwards" not in vars(task) and trainer._eval_graphs is None  # not the task's; dropped
 
-    def evaluations(run):
+    def scored(run):
         return [json.loads(x) for x in (run / "eval_metrics.jsonl").read_text().splitlines()]
 
-    static, graphed = evaluations(tmp_path / "static"), evaluations(tmp_path / "graphed")
+    static, graphed = scored(tmp_path / "static"), scored(tmp_path / "graphed")
     assert len(graphed) == 5 and [x["step"] for x in graphed] == [x["step"] for x in static]
     for a, b in zip(static, graphed, strict=True):
         assert a == pytest.approx(b, abs=1e-6)

@@ -9,8 +9,10 @@ distributed) model, the outputs are gathered, and every process gets all of them
         `bertkit.inference.forward_all` returns them
 
 Where the step is graphed (one CUDA device), evaluation is too: `forward_all`'s batches by a token budget over a
-few lengths, each shape replayed from a CUDA graph of the run's own (`evaluation_graphs`), dropped when the run ends
-(a model change undone then would leave them replaying the changed model's tensors).
+few lengths, each shape replayed from a CUDA graph of the run's own (`evaluation_graphs`), captured into the step's
+memory pool (the two never run at once: evaluation's graphs reuse the step's free memory rather than keep their own
+for the rest of the run), dropped when the run ends (a model change undone then would leave them replaying the
+changed model's tensors).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from ..batching import unbatch
 from .data import INDEX, eval_loader
 
 
-def evaluation_graphs(plan, cfg, model, keys, precision: str, device: torch.device):
+def evaluation_graphs(plan, cfg, model, keys, precision: str, device: torch.device, capture=None):
     """(the `GraphedForward` evaluation during a run replays, or None; what the training line says of it). Graphed
     where the step is, except with --compile (evaluation batches padded to the compiled lengths instead) or
-    --memory-budget (its plan sizes training's batches, not a token budget's)."""
+    --memory-budget (its plan sizes training's batches, not a token budget's). `capture`: the graphed step's
+    `GraphCapture`, whose stream and memory pool evaluation's captures share."""
     if plan.kind != "graphed":
         return None, ""
     if cfg.compute.compile:
@@ -34,7 +37,7 @@ def evaluation_graphs(plan, cfg, model, keys, precision: str, device: torch.devi
         return None, "evaluation eager (--memory-budget: batches of --eval-batch-size)"
     from ..inference import forward_graphs
 
-    return forward_graphs(model, keys, precision, device), "evaluation graphed (batches by a token budget)"
+    return forward_graphs(model, keys, precision, device, capture), "evaluation graphed (batches by a token budget)"
 
 
 @torch.no_grad()

@@ -183,8 +183,9 @@ class Trainer:
                     model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self._applied = applied
                 state = self._start(total_steps, loader)
-                self._eval_graphs, evaluation = evaluation_graphs(self.step_plan, cfg, self.model,
-                                                                  self.task.output_keys, self.precision, acc.device)
+                self._eval_graphs, evaluation = evaluation_graphs(
+                    self.step_plan, cfg, self.model, self.task.output_keys, self.precision, acc.device,
+                    getattr(self.step, "capture", None))  # the graphed step's stream and memory pool
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
                          f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
