@@ -153,6 +153,24 @@ def test_an_evaluation_called_after_fit_runs_in_the_runs_matmul_precision(tiny_b
     assert metrics[name] == result[name]  # the best weights, scored again: what fit reported
 
 
+@pytest.mark.usefixtures("cpu_only")
+def test_an_evaluation_called_after_fit_computes_in_the_runs_mixed_precision(tiny_bert, sst2_dir, tmp_path):
+    """bf16: after `fit` (accelerate's autocasting forward undone) an evaluation computes in bf16 as fit's own did,
+    not in fp32: the same probabilities as the run's predictions file, bit for bit."""
+    from bertkit import SequenceClassification
+
+    cfg = small_config(sst2_dir, tmp_path / "run", epochs=1, precision="bf16")
+    train, evals, names = SequenceClassification.load_data(cfg)
+    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
+    trainer = Trainer(task, cfg)
+    trainer.fit(train, evals)
+    name, rows = next(iter(evals.items()))
+    examples = task.examples(rows)
+    _, predictions = trainer.evaluate({name: (examples, task.encode(examples))})
+    written = (tmp_path / "run" / f"predictions_{name}.jsonl").read_text().splitlines()
+    assert predictions[name] == [json.loads(line) for line in written]
+
+
 # --- CPU speed-ups ---------------------------------------------------------------------------------------------
 def model_of(tiny_bert):
     torch.manual_seed(0)

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ..batching import train_batches
 from ..config import RunConfig
 from ..config_files import to_yaml
-from ..device import matmul_precision
+from ..device import autocast, matmul_precision
 from ..errors import BertkitError
 from ..inference import forward_all
 from ..memory import MemoryLog
@@ -86,8 +86,9 @@ class Trainer:
             tqdm.write(msg, file=sys.stderr)
 
     def evaluate(self, eval_sets: dict) -> tuple[dict, dict]:
-        """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it. Its
-        matmuls run in the run's precision (tf32's switches) whether called by `fit` or after it."""
+        """Metrics and predictions for each evaluation set {name: (examples, features)}; every process calls it. It
+        computes in the run's precision (bf16's or fp16's autocast, tf32's switches) whether called by `fit` or after
+        it (when accelerate's autocasting forward is gone)."""
         metrics, predictions = {}, {}
         for name, (examples, features) in eval_sets.items():
             with self.memory.phase("evaluation"), matmul_precision(self.precision):
@@ -104,7 +105,9 @@ class Trainer:
             return forward_all(self.task, features, cfg.eval_batch_size, self.precision, graphed=self._eval_graphs)
         plan = getattr(self, "step_plan", None)
         buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
-        return predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size, buckets)
+        with autocast(self.precision, self.accelerator.device):  # (in `fit`, around accelerate's own: the same)
+            return predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size,
+                                    buckets)
 
     # --- set-up ---------------------------------------------------------------------------------------
     def _start(self, total_steps: int, loader) -> dict:
