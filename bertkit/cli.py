@@ -85,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if "torch.distributed" in sys.modules and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a launched process
+            from .training.launch import leave
+
+            leave()
 
 
 if __name__ == "__main__":

@@ -48,6 +48,15 @@ def check_launch(state) -> None:
             f"    {CPU_COMMAND.format(n='N')}")
 
 
+def leave() -> None:
+    """Leave the process group this process joined (`start`), if any: its gloo or NCCL threads stopped before the
+    interpreter exits, as torch asks of a program's end, rather than torn down during the exit."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def main_value(state, value):
     """The main process's `value`, on every process (a collective: every process calls it)."""
     if state.num_processes == 1:
