@@ -29,8 +29,9 @@ from contextlib import contextmanager, nullcontext
 import torch
 from torch import nn
 
+from ..precast import DTYPES, probe_outputs, same_outputs
+
 ALIGN = 16  # elements: each parameter's offset in the buffer (vectorised kernels read aligned memory)
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def aligned(sizes) -> tuple[list[int], int]:
@@ -101,8 +102,6 @@ class FlatCast:
 
 def flat_cast(model: nn.Module, precision: str, compiled: bool):
     """A checked `FlatCast` for training `model` in `precision`, or (None, why not)."""
-    from ..precast import same_outputs
-
     dtype = DTYPES.get(precision)
     if dtype is None:
         return None, f"precision {precision}: nothing is cast"
@@ -135,8 +134,6 @@ def flat_cast(model: nn.Module, precision: str, compiled: bool):
 def _probe(model: nn.Module, precision: str, flat: FlatCast | None) -> list[torch.Tensor] | None:
     """precast's probe (the encoder's outputs on two dummy inputs under `precision`'s autocast) in eval mode (no
     dropout), with `flat` when given; None when the forward fails."""
-    from ..precast import probe_outputs
-
     training, device = model.training, next(model.parameters()).device
     model.eval()
     try:

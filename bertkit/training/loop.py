@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ..batching import train_batches
 from ..config import RunConfig
 from ..config_files import to_yaml
-from ..device import autocast, matmul_precision
+from ..device import matmul_precision
 from ..errors import BertkitError
 from ..inference import forward_all
 from ..memory import MemoryLog
@@ -105,7 +105,7 @@ class Trainer:
             return forward_all(self.task, features, cfg.eval_batch_size, self.precision, graphed=self._eval_graphs)
         plan = getattr(self, "step_plan", None)
         buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
-        with autocast(self.precision, self.accelerator.device):  # (in `fit`, around accelerate's own: the same)
+        with self.accelerator.autocast():  # accelerate's own (after `fit` its autocasting forward is gone)
             return predict_features(self.accelerator, self.model, self.task, features, self.cfg.eval_batch_size,
                                     buckets)
 
