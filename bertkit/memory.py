@@ -75,16 +75,22 @@ class _Sampler(threading.Thread):
     def __init__(self):
         super().__init__(name="bertkit-memory", daemon=True)
         self.high = _rss_bytes() or 0
+        self.lock = threading.Lock()  # a sample read before a reset must not land after it
 
     def run(self) -> None:
         while True:
+            self.sample()
+            time.sleep(INTERVAL)
+
+    def sample(self) -> None:
+        with self.lock:
             now = _rss_bytes() or 0
             if now > self.high:
                 self.high = now
-            time.sleep(INTERVAL)
 
     def reset(self) -> None:
-        self.high = _rss_bytes() or 0
+        with self.lock:
+            self.high = _rss_bytes() or 0
 
     def peak(self) -> int:
         return max(self.high, _rss_bytes() or 0)

@@ -13,13 +13,13 @@ TRANSITIVE = {"pyarrow"}  # pinned in constraints-min.txt for another package's 
 
 
 def floors() -> dict[str, str]:
-    """{name: floor} of the runtime dependencies and the optional runtime extras; torch is constraints.txt's."""
+    """{name: floor} of the runtime dependencies (torch included) and the optional runtime extras."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = [r for name, reqs in project["optional-dependencies"].items() if name != "dev" for r in reqs]
     out = {}
     for line in project["dependencies"] + extras:
         req = Requirement(line)
-        if req.name == "torch" or not req.specifier:  # an unversioned extra (the packaged model) has no floor
+        if not req.specifier:  # an unversioned extra (the packaged model) has no floor
             continue
         (spec,) = req.specifier
         assert spec.operator == ">=", line

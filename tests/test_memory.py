@@ -4,13 +4,14 @@ run's metrics.json and report.md, positive and below what the machine has."""
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from bertkit.memory import MemoryLog, peak_rss_gib, reset_peak, rss_gib
+from bertkit.memory import INTERVAL, MemoryLog, peak_rss_gib, reset_peak, rss_gib
 
 from .conftest import fit, small_config
 
@@ -30,6 +31,7 @@ def test_each_phase_has_its_own_peak():
     with log.phase("big"):
         block = np.ones(256 * 1024**2 // 8)  # 256 MiB, touched
         assert rss_gib() >= 0.25
+        time.sleep(40 * INTERVAL)  # held for many samples (a peak shorter than one can be missed, as documented)
         del block
     with log.phase("after"):
         pass
@@ -39,6 +41,33 @@ def test_each_phase_has_its_own_peak():
     assert log.summary()["peak_rss_gib"] == phases["big"]["peak_rss_gib"] and log.summary()["per_phase"]
     assert "(in big)" in log.line()
     assert peak_rss_gib() >= rss_gib() > 0
+
+
+def test_a_sample_taken_before_a_reset_does_not_land_after_it(monkeypatch):
+    """The sampler read the resident set while a phase's big buffer was alive; the next phase's reset (after the
+    buffer is freed) must not be overwritten by that stale sample."""
+    import threading
+
+    from bertkit import memory
+
+    sampler = memory._Sampler()  # not started: its sample() is driven here
+    reading, reset_done, big, small = threading.Event(), threading.Event(), 3 * 2**30, 2**30
+
+    def rss() -> int:
+        if threading.current_thread().name == "stale-sample":
+            reading.set()
+            reset_done.wait(0.3)  # without the lock the reset lands here, before the stale sample is kept
+            return big
+        return small
+
+    monkeypatch.setattr(memory, "_rss_bytes", rss)
+    reader = threading.Thread(target=sampler.sample, name="stale-sample")
+    reader.start()
+    assert reading.wait(5)
+    resetter = threading.Thread(target=lambda: (sampler.reset(), reset_done.set()))
+    resetter.start()
+    reader.join(5), resetter.join(5)
+    assert sampler.high == small
 
 
 def test_every_run_records_its_peak_memory_per_phase(tiny_bert, sst2_dir, tmp_path):
