@@ -5,7 +5,8 @@ A forward pass of a small encoder on a GPU is mostly Python launching kernels (M
 takes longer than the GPU work; docs/speed.md, "On one GPU"). So on a GPU inference batches are
 
     lengths padded up to the next of `BUCKETS` (multiples of 16 growing by at most half: at most a third padding)
-    rows per batch = TOKEN_BUDGET // length, the last batch of a length topped up with empty rows
+    rows per batch = TOKEN_BUDGET // (length × the sequences in a row: one per ending for multiple choice),
+                     the last batch of a length topped up with empty rows
 
 which gives few shapes, each run many times with thousands of positions; each shape is captured once into a CUDA
 graph (after one eager warm-up run) and replayed. Empty rows attend to their first position only and their outputs
@@ -34,10 +35,13 @@ def on_gpu(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def budget_batches(lengths, tokens: int = TOKEN_BUDGET, buckets=BUCKETS) -> list[tuple[list[int], int, int]]:
+def budget_batches(lengths, tokens: int | None = None, buckets=BUCKETS,
+                   per_row: int = 1) -> list[tuple[list[int], int, int]]:
     """[(rows of `lengths` in the batch, padded length, rows the batch is topped up to)], longest first: every row
-    padded to the smallest bucket that holds it (a length above the largest keeps its own), `tokens` // length
-    rows per batch; a length's last batch topped up to the next power of two (one request is not run as 512)."""
+    padded to the smallest bucket that holds it (a length above the largest keeps its own), `tokens` // (length ×
+    `per_row`, the sequences a row holds) rows per batch; a length's last batch topped up to the next power of two
+    (one request is not run as 512)."""
+    tokens = TOKEN_BUDGET if tokens is None else tokens
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     groups: dict[int, list[int]] = {}
     for i in order:
@@ -45,11 +49,19 @@ def budget_batches(lengths, tokens: int = TOKEN_BUDGET, buckets=BUCKETS) -> list
         groups.setdefault(buckets[k] if k < len(buckets) else lengths[i], []).append(i)
     batches = []
     for length, rows in groups.items():
-        size = max(1, tokens // length)
+        size = max(1, tokens // (length * per_row))
         for j in range(0, len(rows), size):
             part = rows[j:j + size]
             batches.append((part, length, min(size, 1 << (len(part) - 1).bit_length())))
     return batches
+
+
+def sequences_per_row(features) -> int:
+    """The sequences one feature's inputs hold: 1, or a multiple-choice example's endings ([choices][pieces] input
+    ids; a batch's rows have as many, as its collate requires)."""
+    ids = features["input_ids"]  # a datasets column reads one row at a time
+    first = ids[0] if len(ids) else []
+    return len(first) if len(first) and isinstance(first[0], list | tuple) else 1
 
 
 def pad_rows(batch: dict, rows: int, pad_id: int) -> dict:

@@ -9,7 +9,7 @@ import torch
 
 from .batching import sorted_batches, take_rows, unbatch
 from .device import autocast
-from .graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
+from .graphs import GraphedForward, bucket_batch, budget_batches, on_gpu, sequences_per_row
 
 
 @torch.no_grad()
@@ -30,7 +30,8 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
     device = next(model.parameters()).device
     lengths = features["length"][:]  # a list: a datasets column reads one row at a time
     if on_gpu(device):
-        batches, forward = budget_batches(lengths), graphed or graphed_forward(adapter, precision, device)
+        batches = budget_batches(lengths, per_row=sequences_per_row(features))  # SWAG's rows: 4 sequences
+        forward = graphed or graphed_forward(adapter, precision, device)
     else:
         batches, forward = [(idx, None, None) for idx in sorted_batches(lengths, batch_size)], None
     if any(m.training for m in model.modules()):  # eval() walks and sets every module (docs/speed.md)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 
+import datasets
 import numpy as np
 import pytest
 import torch
 
-from bertkit.graphs import BUCKETS, GraphedForward, budget_batches, pad_rows
+from bertkit.graphs import BUCKETS, GraphedForward, budget_batches, pad_rows, sequences_per_row
 
 from .conftest import gpu_inference_path
 
@@ -31,6 +32,16 @@ def test_budget_batches_cover_every_row_once_in_few_shapes():
     assert budget_batches([7]) == [([0], 16, 1)]  # one request is one row
 
 
+def test_a_multiple_choice_row_counts_every_ending_against_the_budget():
+    lengths = [40] * 1000  # bucket 48
+    assert {len(idx) for idx, _, _ in budget_batches(lengths, tokens=4096)} == {4096 // 48, 1000 % (4096 // 48)}
+    batches = budget_batches(lengths, tokens=4096, per_row=4)
+    assert max(rows for _, _, rows in batches) * 48 * 4 <= 4096 and sorted(i for b in batches for i in b[0]) == [
+        *range(1000)]
+    assert sequences_per_row(datasets.Dataset.from_dict({"input_ids": [[[101, 102], [101, 7, 102]]] * 2})) == 2
+    assert sequences_per_row({"input_ids": [[101, 7, 102]]}) == 1 and sequences_per_row({"input_ids": []}) == 1
+
+
 def test_padded_rows_attend_to_one_position():
     batch = {"input_ids": torch.tensor([[101, 5, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
     padded = pad_rows(batch, 4, 0)
@@ -45,20 +56,36 @@ def gpu_path(monkeypatch):
 
 
 def test_predictions_on_the_gpu_path_are_the_plain_paths(tiny_bert, monkeypatch, request):
-    from bertkit import SequenceClassification, TokenClassification
+    from bertkit import MultipleChoice, SequenceClassification, TokenClassification, graphs, inference
 
     rows = [{"text": t} for t in TEXTS]
     words = [{"sentence": t} for t in TEXTS]
+    choices = [{"context": t, "endings": TEXTS[i + 1:i + 4]} for i, t in enumerate(TEXTS[:-3])]
     tasks = [(SequenceClassification.from_pretrained(str(tiny_bert), label_names=["neg", "pos"]), rows),
-             (TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"]), words)]
+             (TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"]), words),
+             (MultipleChoice.from_pretrained(str(tiny_bert), max_length=32), choices)]
     plain = [task.predict_rows(r, batch_size=4) for task, r in tasks]
     request.getfixturevalue("gpu_path")
+    monkeypatch.setattr(graphs, "TOKEN_BUDGET", 256)  # several batches each (multiple choice: 2 rows of 3 × 32)
+    positions = []  # the input ids of each batch the GPU path runs
+
+    def bucketed(*args):
+        batch = graphs.bucket_batch(*args)
+        positions.append(batch["input_ids"].numel())
+        return batch
+
+    monkeypatch.setattr(inference, "bucket_batch", bucketed)
     for (task, r), want in zip(tasks, plain, strict=True):
         for _ in range(3):  # eager, captured, replayed
             got = task.predict_rows(r, batch_size=4)
-            assert got == pytest.approx(want, abs=1e-5) if "probabilities" in want[0] else got == want
+            if isinstance(task, MultipleChoice):  # an untrained head's near-even endings: the probabilities
+                np.testing.assert_allclose(*[[a["probabilities"] for a in x] for x in (got, want)], atol=1e-5)
+            else:
+                assert got == pytest.approx(want, abs=1e-5) if "probabilities" in want[0] else got == want
         forward = task.__dict__["_graphed_forwards"]["fp32"]
         assert forward.graphs and forward.failed is None
+        assert len(positions) > 3 and max(positions) <= 256  # every ending counted against the budget
+        positions.clear()
 
 
 @pytest.mark.parametrize("pool", ["mean", "first", "cls", "none"])  # pooled to words on the device, or not
