@@ -254,3 +254,14 @@ def test_processes_whose_memory_probes_disagree_train_the_main_processs_plan(tin
     train = json.loads((out / "metrics.json").read_text())["train"]
     assert train["steps"] == 3 and train["examples_seen"] == 3 * 8 * 2  # 3 steps × effective batch × 2 processes
     assert "batch_size: 4\ngrad_accum: 2\n" in (out / "config.yaml").read_text()
+
+
+def test_a_memory_budget_under_fsdp_plans_trains_and_says_its_probe_was_unsharded(tiny_bert, tmp_path):
+    data = write_sst2(tmp_path / "sst2", n_train=128, n_dev=21)
+    out = tmp_path / "run"
+    results = launch_fsdp(finetune_args(tiny_bert, data, out, "--memory-budget", "16GB", "--max-steps", "3"))
+    ok(results)
+    assert "memory budget under FSDP: the probe trained the whole model" in results[0].stderr
+    train = json.loads((out / "metrics.json").read_text())["train"]
+    assert train["steps"] == 3 and train["examples_seen"] == 3 * 8 * 2  # 3 steps × effective batch × 2 processes
+    assert "FSDP" in json.loads((out / "versions.json").read_text())["distributed_type"]

@@ -165,6 +165,9 @@ class Trainer:
             self.cfg, self.budget_plan = agreed_plan(acc.state, self.task, cfg, features, self.precision, acc.device,
                                                      cpu, self.log)
             cfg = self.cfg
+            if not unsharded:
+                self.log(f"memory budget under {acc.distributed_type.name}: the probe trained the whole model, where "
+                         "each process holds a share of it: the plan leaves room to spare")
         acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
         self._n_train = len(train)
         lengths = features["length"][:]  # a list: a datasets column reads one row at a time
