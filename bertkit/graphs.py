@@ -56,12 +56,10 @@ def budget_batches(lengths, tokens: int | None = None, buckets=BUCKETS,
     return batches
 
 
-def sequences_per_row(features) -> int:
-    """The sequences one feature's inputs hold: 1, or a multiple-choice example's endings ([choices][pieces] input
-    ids; a batch's rows have as many, as its collate requires)."""
-    ids = features["input_ids"]  # a datasets column reads one row at a time
-    first = ids[0] if len(ids) else []
-    return len(first) if len(first) and isinstance(first[0], list | tuple) else 1
+def sequences_per_row(input_ids) -> int:
+    """The sequences one feature's `input_ids` hold: 1, or a multiple-choice example's endings ([choices][pieces];
+    a batch's rows have as many, as its collate requires)."""
+    return len(input_ids) if len(input_ids) and isinstance(input_ids[0], list | tuple) else 1
 
 
 def pad_rows(batch: dict, rows: int, pad_id: int) -> dict:

@@ -30,7 +30,8 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
     device = next(model.parameters()).device
     lengths = features["length"][:]  # a list: a datasets column reads one row at a time
     if on_gpu(device):
-        batches = budget_batches(lengths, per_row=sequences_per_row(features))  # SWAG's rows: 4 sequences
+        per_row = sequences_per_row(take_rows(features, [0])[0]["input_ids"]) if lengths else 1  # SWAG's: 4
+        batches = budget_batches(lengths, per_row=per_row)
         forward = graphed or graphed_forward(adapter, precision, device)
     else:
         batches, forward = [(idx, None, None) for idx in sorted_batches(lengths, batch_size)], None

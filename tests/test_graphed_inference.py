@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 
-import datasets
 import numpy as np
 import pytest
 import torch
@@ -38,8 +37,8 @@ def test_a_multiple_choice_row_counts_every_ending_against_the_budget():
     batches = budget_batches(lengths, tokens=4096, per_row=4)
     assert max(rows for _, _, rows in batches) * 48 * 4 <= 4096 and sorted(i for b in batches for i in b[0]) == [
         *range(1000)]
-    assert sequences_per_row(datasets.Dataset.from_dict({"input_ids": [[[101, 102], [101, 7, 102]]] * 2})) == 2
-    assert sequences_per_row({"input_ids": [[101, 7, 102]]}) == 1 and sequences_per_row({"input_ids": []}) == 1
+    assert sequences_per_row([[101, 102], [101, 7, 102]]) == 2
+    assert sequences_per_row([101, 7, 102]) == 1 and sequences_per_row([]) == 1
 
 
 def test_padded_rows_attend_to_one_position():
