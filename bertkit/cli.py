@@ -77,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             raise BertkitError(args.task_error)
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is met by the handler below
+        return code
+    except BrokenPipeError:  # stdout's reader stopped reading: what it took was all it wanted, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit writes nowhere
+        return 141  # as a shell reports a command ended by SIGPIPE
     except BertkitError as e:
         rank = os.environ.get("RANK", "0")  # under a launcher every process reports; the others say which they are
         print(f"{'' if rank == '0' else f'[rank {rank}] '}bertkit {args.command}: error: {e}", file=sys.stderr)

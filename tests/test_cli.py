@@ -183,3 +183,12 @@ def test_version(capsys):
         main(["--version"])
     declared = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bertkit {declared}"
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    """`bertkit recipes | head -1`: the pipe's reader leaves; the command ends with SIGPIPE's status, no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "bertkit", "recipes"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == "", err
