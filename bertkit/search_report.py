@@ -19,6 +19,9 @@ def trials_table(study) -> list[dict]:
 def plots(out: Path, study) -> list[str]:
     """The optimisation history and, with at least two finished trials that differ, the parameters' importance
     (Optuna's matplotlib figures)."""
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
     from optuna.visualization import matplotlib as ov
 
     plt()  # the Agg backend
@@ -26,7 +29,9 @@ def plots(out: Path, study) -> list[str]:
     for name, draw in (("search_history.png", ov.plot_optimization_history),
                        ("search_importance.png", ov.plot_param_importances)):
         try:
-            ax = draw(study)
+            with warnings.catch_warnings():  # Optuna calls these figures experimental: no use to a user
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                ax = draw(study)
         except (ValueError, RuntimeError, ZeroDivisionError):  # too few finished trials for importance
             continue
         images.append(save_figure(ax.figure, out / name))

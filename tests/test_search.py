@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,14 @@ def test_a_pruned_trial_stops_its_run(tiny_bert, sst2_dir, tmp_path):
     outcome = run_trial(cfg, {"lr": 3e-5}, tmp_path / "trial", data, task, trial, launch.start())
     assert outcome == ("pruned", None) and trial.reported == [3]  # stopped at its first evaluation
     assert not (tmp_path / "trial" / "metrics.json").exists()
+
+
+def test_the_reports_plots_do_not_warn_of_optunas_experimental_figures(tmp_path, recwarn):
+    from bertkit.search_report import plots
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(lambda t: t.suggest_float("lr", 1e-5, 1e-4) + t.suggest_int("batch", 8, 32), n_trials=4)
+    assert [Path(p).name for p in plots(tmp_path, study)] == [
+        "search_history.png", "search_importance.png"]
+    assert not [w for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]
