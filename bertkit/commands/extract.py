@@ -63,14 +63,21 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--input", required=True, help="text (one sentence per line), pre-tokenised text, CoNLL or JSONL")
     p.add_argument("--output", required=True, help="output folder (index.jsonl, shard-*.npy, meta.json)")
     p.add_argument("--layers", default="last4", help="which hidden states (default last4)")
-    p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "none"])
-    p.add_argument("--pool", default="mean", choices=["first", "last", "mean", "cls", "sentence-mean", "none"])
-    p.add_argument("--input-format", default="auto", choices=["auto", "text", "pretokenized", "conll", "jsonl"])
+    p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "none"],
+                   help="how the chosen layers become one vector (default concat: layers × hidden size; none keeps "
+                   "a layers axis)")
+    p.add_argument("--pool", default="mean", choices=["first", "last", "mean", "cls", "sentence-mean", "none"],
+                   help="how word pieces become rows (default mean: one row per word; see below)")
+    p.add_argument("--input-format", default="auto", choices=["auto", "text", "pretokenized", "conll", "jsonl"],
+                   help="default auto: told by the file's name and first lines")
     p.add_argument("--text-field", default="text", help="JSONL field with the text (default text)")
-    p.add_argument("--dtype", default="float16", choices=["float16", "float32"])
-    p.add_argument("--format", default="npy", choices=["npy", "safetensors"])
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--dtype", default="float16", choices=["float16", "float32"],
+                   help="of the stored vectors (default float16)")
+    p.add_argument("--format", default="npy", choices=["npy", "safetensors"], help="of the shard files (default npy)")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences a forward pass (CPU; a GPU batches by "
+                   "token budget)")
     p.add_argument("--max-length", type=int, default=512, help="longest sentence in word pieces")
     p.add_argument("--shard-rows", type=int, default=65536, help="rows per shard file")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="the model's compute (default auto: bf16 where the hardware computes it natively and faster)")
     p.set_defaults(func=run)
