@@ -62,17 +62,22 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("task", help="a tagging recipe, e.g. conll2003 (its data; evaluated on its first validation file)")
     p.add_argument("--model", required=True, help="minilm-l6, a local checkpoint folder, or a hub id")
     p.add_argument("--layers", default="last4", help="hidden states, as for bertkit extract (default last4)")
-    p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "scalar-mix"])
+    p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "scalar-mix"],
+                   help="how the layers become one vector (default concat); scalar-mix: learned softmax-weighted "
+                   "sum (ELMo's), trained with the tagger")
     p.add_argument("--tagger", default="bilstm", choices=["bilstm", "linear"],
                    help="bilstm: the paper's two-layer BiLSTM before the classifier; linear: a linear probe")
     p.add_argument("--hidden", type=int, default=256, help="BiLSTM size per direction (default 256)")
-    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=4, help="tagger epochs (default 4)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per tagger step")
-    p.add_argument("--batch-size-extract", type=int, default=64)
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--batch-size-extract", type=int, default=64,
+                   help="sentences a forward pass of the frozen model (default 64)")
+    p.add_argument("--seed", type=int, default=42, help="the tagger's initialisation and order (default 42)")
     p.add_argument("--data-dir", help="folder with the task's files (default: $BERTKIT_DATA_DIR/<task>)")
-    p.add_argument("--max-train-samples", type=int)
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    p.add_argument("--max-train-samples", type=int, help="use only the first N training sentences")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="the frozen model's compute (default auto: bf16 where the hardware computes it natively "
+                   "and faster)")
     p.add_argument("--output", help="write the result (metrics, layer weights, history) to this JSON file")
     p.set_defaults(func=run)

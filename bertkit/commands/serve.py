@@ -92,7 +92,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    "is left to the HTTP side; with every core the model's OpenMP threads spin against it)")
     p.add_argument("--embed-max-length", type=int, default=512, help="/embed: longest sentence in word pieces")
     p.add_argument("--allow-pickle", action="store_true", help="also load pickle weights (trusted checkpoints)")
-    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level (default info)")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
                    help="log every request (default off)")
     p.set_defaults(func=run)
