@@ -110,3 +110,18 @@ def test_quickstart_reads_local_data_offline_else_the_hub_else_says_how(tmp_path
         assert source == "hub" and flags == [] and set(env.values()) == {""} and "nyu-mll/glue" in message
         with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):
             decide(data_dir, unreachable)
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import argparse
+
+    from bertkit.cli import build_parser
+
+    parsers = [build_parser()] + [build_parser(["finetune", recipe]) for recipe in REFERENCE_RECIPES]
+    silent = set()
+    for parser in parsers:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        for name, command in sub.choices.items():
+            silent |= {f"{name} {a.option_strings[-1] if a.option_strings else a.dest}" for a in command._actions
+                       if not isinstance(a, argparse._HelpAction) and not a.help}
+    assert not silent, sorted(silent)

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("recipes", help="list the recipes, or show one", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", default="list", choices=["list", "show"])
+    p.add_argument("action", nargs="?", default="list", choices=["list", "show"],
+                   help="list: every recipe, its task and summary (default); show: one recipe's settings")
     p.add_argument("name", nargs="?", help="recipe to show")
     p.set_defaults(func=run)
