@@ -124,8 +124,9 @@ class RunConfig:
     model: str = option("bert-base-uncased", "Base model: 'minilm-l6' (packaged), a local folder, or a hub id.")
     # data
     data_dir: str | None = option(None, "Folder with the data files (default: $BERTKIT_DATA_DIR/<name>).")
-    train_file: str | None = option("train.tsv", "Training file, relative to data_dir or absolute.")
-    validation_files: list[str] = option(["dev.tsv"], "Evaluation file(s); the first one selects the best model.")
+    train_file: str | None = option("train.tsv", "Training file, in data_dir (without --data-dir: a file here too).")
+    validation_files: list[str] = option(["dev.tsv"], "Evaluation file(s), found as --train-file is; the first one "
+                                         "selects the best model.")
     test_file: str | None = option(None, "Optional labelled test file, scored once at the end.")
     max_train_samples: int | None = option(None, "Use only the first N training examples.")
     max_eval_samples: int | None = option(None, "Use only the first N examples of each evaluation file.")

@@ -192,3 +192,23 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     proc.stdout.close()  # the reader leaves before the first line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and err == "", err
+
+
+def test_data_file_flags_name_files_here_unless_a_data_dir_is_given(tmp_path, monkeypatch):
+    from bertkit.cli import build_parser
+    from bertkit.commands.finetune import overrides_from
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my").mkdir()
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / "my" / name).write_text("text,label\n")
+
+    def overrides(*flags):
+        argv = ["finetune", "sst2", *flags]
+        return overrides_from(build_parser(argv).parse_args(argv))
+
+    here = overrides("--train-file", "my/train.csv", "--validation-files", "my/dev.csv,test.tsv")
+    assert here["train_file"] == str(tmp_path / "my" / "train.csv")
+    assert here["validation_files"] == f"{tmp_path / 'my' / 'dev.csv'},test.tsv"  # not here: the data folder's
+    given = overrides("--data-dir", "my", "--train-file", "train.csv", "--validation-files", "my/dev.csv")
+    assert (given["train_file"], given["validation_files"]) == ("train.csv", "my/dev.csv")

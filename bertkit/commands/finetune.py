@@ -125,6 +125,19 @@ def overrides_from(args: argparse.Namespace) -> dict:
     if args.task_class is not None:
         names = {f.name for f in dataclasses.fields(args.task_class.Options)}
         out.update({k: v for k, v in given(args, args.task_class.Options).items() if k in names})
+    return files_from_here(out)
+
+
+def files_from_here(out: dict) -> dict:
+    """Without --data-dir, a data file flag that names a file in the working folder means that file (made absolute);
+    else it is read in the data folder (`--data-dir`, `$BERTKIT_DATA_DIR/<recipe>`), as a recipe's own names are."""
+    from pathlib import Path
+
+    if out.get("data_dir"):
+        return out
+    for key in ("train_file", "validation_files", "test_file"):
+        if isinstance(out.get(key), str):  # validation files: comma-separated
+            out[key] = ",".join(str(Path(f).resolve()) if Path(f).is_file() else f for f in out[key].split(","))
     return out
 
 
