@@ -83,6 +83,12 @@ def test_predict_plain_text_from_stdin(run_dir, monkeypatch, capsys):
     assert [r["label"] for r in rows] == [model.config.id2label[int(k)] for k in probs.argmax(-1)]
     assert [r["score"] for r in rows] == pytest.approx(probs.max(-1).values.tolist(), abs=1e-6)
     assert [r["label"] for r in rows][::2] == ["positive", "negative"]  # the run learnt the sentiment words
+    # a single-text run: a tab is part of the text; a column of second texts is refused
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a wonderful\tfilm\n"))
+    assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == "a wonderful\tfilm"
+    assert main(["predict", "--model", str(run_dir), "--input", "in.tsv", "--text-pair-column", "b"]) == 2
+    assert "--text-pair-column: this model classifies single texts" in capsys.readouterr().err
 
 
 def bad_case(tmp_path, sst2_dir, name):

@@ -111,6 +111,14 @@ def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     assert main(["predict", "--model", str(out / "seed-13"), "--input", str(inp), "--probs"]) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert row["text_pair"] == "a great plot" and set(row["probabilities"]) == {"entailment", "not_entailment"}
+    # text lines: the two texts split by a tab (as JSONL's answer); a line without its second text is refused
+    lines = tmp_path / "pairs.txt"
+    lines.write_text("the film is\ta great plot\n")
+    assert main(["predict", "--model", str(out / "seed-13"), "--input", str(lines), "--probs"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == row
+    lines.write_text("the film is\ta great plot\nthe film is\n")
+    assert main(["predict", "--model", str(out / "seed-13"), "--input", str(lines)]) == 2
+    assert f"{lines}, line 2: this model classifies pairs of texts" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "mnli").is_dir(), reason="shared data not available")

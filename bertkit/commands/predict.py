@@ -1,10 +1,10 @@
 """`bertkit predict --model RUN --input FILE|-`: answer new inputs with a fine-tuned run (or an ONNX export).
 
 What the input and output look like is the run's task's: `bertkit predict --model RUN --help` lists its flags.
-Sequence classification reads text lines or a table and writes {text, label, score}; token classification reads
-text lines or CoNLL and writes tags and entities (or CoNLL); question answering reads JSONL {question, context};
-multiple choice reads SWAG's CSV or JSONL {context, endings}. The output is JSONL (one line per input) unless the
-task offers another format.
+Sequence classification reads text lines (a pair model's: the two texts split by a tab) or a table and writes
+{text, label, score}; token classification reads text lines or CoNLL and writes tags and entities (or CoNLL);
+question answering reads JSONL {question, context}; multiple choice reads SWAG's CSV or JSONL {context, endings}.
+The output is JSONL (one line per input) unless the task offers another format.
 """
 
 from __future__ import annotations

@@ -369,7 +369,8 @@ class SequenceClassification(Task):
     @classmethod
     def add_predict_flags(cls, group) -> None:
         group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
-                           help="text = one text per line; table = TSV/CSV/JSONL/parquet (auto: by file extension)")
+                           help="text = one text per line (a pair model: text, tab, second text); table = "
+                                "TSV/CSV/JSONL/parquet (auto: by file extension)")
         group.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
         group.add_argument("--text-pair-column", help="column with the second text of a pair")
         group.add_argument("--probs", action="store_true", help="add the probability of every label")
@@ -381,8 +382,11 @@ class SequenceClassification(Task):
     @classmethod
     def read_inputs(cls, source: str, args) -> list[dict]:
         from .classification_io import read_texts
+        from .saved import saved_task
 
-        return read_texts(source, args.format, args.text_column, args.text_pair_column)
+        saved = saved_task(args.model)  # a run folder's config.yaml: trained on pairs or not (None: unknown)
+        pairs = None if saved is None else saved.options.text_pair_column is not None
+        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs)
 
     def format_rows(self, rows, answers, args) -> str:
         import json

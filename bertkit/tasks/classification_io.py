@@ -12,24 +12,44 @@ TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
 
-def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None) -> list[dict]:
-    """Rows {text, (text_pair)} from plain text (one per line), TSV, CSV, JSONL or parquet."""
+def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,
+               pairs: bool | None = None) -> list[dict]:
+    """Rows {text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two texts
+    split by a tab), TSV, CSV, JSONL or parquet. A model trained on pairs gets pairs and one trained on single texts
+    single texts, as `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either)."""
     from ..data import read_classification_file, read_rows
+    from ..data.readers import source_name
 
     if fmt == "auto":
         fmt = "text" if source == "-" or Path(source).suffix.lower() in ("", ".txt") else "table"
     if fmt == "text":
         from ..data.readers import read_lines
 
-        return [{"text": line.strip()} for _, line in read_lines(source, "text")]
+        lines = read_lines(source, "text")
+        if not pairs:
+            return [{"text": line.strip()} for _, line in lines]
+        rows = []
+        for n, line in lines:
+            text, tab, pair = line.strip("\r\n").partition("\t")
+            if not tab or not text.strip() or not pair.strip():
+                raise DataError("this model classifies pairs of texts: give each line as a text, a tab, the second "
+                                "text", file=source_name(source), line=n)
+            rows.append({"text": text.strip(), "text_pair": pair.strip()})
+        return rows
     if source == "-":
         raise BertkitError("reading a table from standard input is not supported; give a file")
+    if pair_column and pairs is False:
+        raise BertkitError("--text-pair-column: this model classifies single texts")
     header = read_rows(Path(source))[0][1]
     column = text_column or next((c for c in TEXT_COLUMNS if c in header), None)
     if column is None:
         raise DataError(f"no text column found (tried {', '.join(TEXT_COLUMNS)}); pass --text-column",
                         file=source, line=1)
-    pair = pair_column or (PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header else None)
+    found = PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header and pairs is not False else None
+    pair = pair_column or found
+    if pairs and not pair:
+        raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
+                        f"'{column}'); pass --text-pair-column", file=source, line=1)
     data = read_classification_file(Path(source), column, None, None, text_pair_column=pair)
     if pair:
         return [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
