@@ -201,6 +201,31 @@ def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path
         assert a["score"] == pytest.approx(r["score"], abs=1e-6)
 
 
+def test_predict_reads_a_squad_file_and_writes_the_official_scorers_predictions(qa_run, squad_dir, tmp_path,
+                                                                                 capsys):
+    out, _ = qa_run
+    dev = json.loads((squad_dir / "validation.json").read_text())
+    for p in dev["data"][0]["paragraphs"]:  # a test file: no answers
+        for qa in p["qas"]:
+            qa.pop("answers")
+    src = tmp_path / "test.json"
+    src.write_text(json.dumps(dev, indent=1))
+    assert main(["predict", "--model", str(out), "--input", str(src), "--output-format", "squad", "--output",
+                 str(tmp_path / "predictions.json"), "--precision", "fp32"]) == 0
+    assert json.loads((tmp_path / "predictions.json").read_text()) == json.loads(
+        (out / "predictions.json").read_text())  # the run's own answers to the same 48 questions
+    del dev["data"][0]["paragraphs"][1]["qas"][0]["question"]
+    src.write_text(json.dumps(dev, indent=1))
+    assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
+    line = next(n for n, t in enumerate(src.read_text().splitlines(), 1) if '"v0001"' in t)
+    assert f'test.json, line {line}, field "data[0].paragraphs[1].qas[0].question": missing field' \
+        in capsys.readouterr().err
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text('{"question": "who?", "context": "Ann."}\n')
+    assert main(["predict", "--model", str(out), "--input", str(jsonl), "--output-format", "squad"]) == 2
+    assert "--output-format squad: input row 1 has no id" in capsys.readouterr().err
+
+
 def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
     out, _ = qa_run
     src = tmp_path / "q.jsonl"

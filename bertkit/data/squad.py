@@ -196,13 +196,41 @@ def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None
     """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`): (questions, number skipped). All
     questions are validated, then the first `max_samples` are kept."""
     path = Path(path)
-    text = _text(path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
+    text, obj = _json_file(path)
     columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer, _id_lines(text))
     return datasets.Dataset.from_dict(columns, features=FEATURES), skipped
+
+
+def read_squad_questions(path) -> list[dict]:
+    """The questions of a SQuAD JSON file as rows {id, question, context}, in file order (`bertkit predict`): their
+    answers, if any, are not read (an official test file has none)."""
+    path = Path(path)
+    text, obj = _json_file(path)
+    line_of, rows, seen = _id_lines(text), [], {}
+    for where, qa, context in _records(obj, path):
+        qid = qa.get("id") if isinstance(qa, dict) else None
+        try:
+            qid, question = _get(qa, "id", str, path, where), _get(qa, "question", str, path, where)
+            if not question.strip() or not context.strip():
+                raise DataError("empty question or context", file=path, field=where)
+            if qid in seen:
+                raise DataError(f"question {qid}: duplicate id (first at {seen[qid]})", file=path,
+                                line=line_of(qid, nth=1), field=f"{where}.id")
+        except DataError as e:
+            raise _at_line(e, line_of(qid)) from None
+        seen[qid] = where
+        rows.append({"id": qid, "question": question.strip(), "context": context})
+    if not rows:
+        raise DataError("no questions", file=path)
+    return rows
+
+
+def _json_file(path: Path) -> tuple[str, object]:
+    text = _text(path)
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
 
 
 def _hub_records(ds: datasets.Dataset):

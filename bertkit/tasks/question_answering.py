@@ -350,9 +350,29 @@ class QuestionAnswering(Task):
             + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
 
-    # --- bertkit predict (JSONL {question, context, id?}) and serve -------------------------------------------
+    # --- bertkit predict (JSONL {question, context, id?} or a SQuAD file: question_answering_io.py) and serve ------
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
         return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        from .question_answering_io import add_flags
+
+        add_flags(group)
+
+    @classmethod
+    def read_inputs(cls, source: str, args) -> list[dict]:
+        from .question_answering_io import read_inputs
+
+        return read_inputs(source, lambda s: super(QuestionAnswering, cls).read_inputs(s, args),
+                           getattr(args, "output_format", "jsonl"))
+
+    def format_rows(self, rows, answers, args) -> str:
+        if getattr(args, "output_format", "jsonl") != "squad":
+            return super().format_rows(rows, answers, args)
+        from .question_answering_io import squad_predictions
+
+        return squad_predictions(rows, answers)
 
     def request_body(self):
         return QARequest, "questions"

@@ -1,10 +1,53 @@
-"""Extractive QA's outputs outside training: the run report's figure of exact match and F1 by question word.
-(`bertkit predict` reads JSONL rows {question, context, id?}, the default of `Task.read_inputs`; a request body:
-`QARequest`, question_answering.py.)"""
+"""Extractive QA's inputs and outputs outside training: what `bertkit predict` reads and writes, and the run report's
+figure of exact match and F1 by question word (a request body: `QARequest`, question_answering.py).
+
+`bertkit predict` reads JSONL rows {question, context, id?} (`Task.read_inputs`), or a SQuAD JSON file (`.json`:
+every question of its articles, with its id; answers are not read) and writes JSONL, one answer a line; or, with
+`--output-format squad`, one JSON object {id: answer text} ("" for no answer): the official scorer's predictions file.
+
+Example:
+```
+bertkit predict --model runs/squad --input dev-v1.1.json --output-format squad --output predictions.json
+python evaluate-v1.1.py dev-v1.1.json predictions.json
+```
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ..errors import BertkitError
+
+
+def add_flags(group) -> None:
+    group.add_argument("--output-format", default="jsonl", choices=["jsonl", "squad"],
+                       help="jsonl: one answer a line (default); squad: one object {id: answer}, as the official "
+                            "SQuAD scorer reads predictions (every input needs an id)")
+
+
+def read_inputs(source: str, default_reader, output_format: str = "jsonl") -> list[dict]:
+    """Rows {question, context, id?} from a SQuAD JSON file (`.json`) or JSONL (`default_reader`)."""
+    if source != "-" and Path(source).suffix.lower() == ".json":
+        from ..data.squad import read_squad_questions
+
+        rows = read_squad_questions(source)
+    else:
+        rows = default_reader(source)
+    if output_format == "squad":
+        missing = next((i for i, r in enumerate(rows) if "id" not in r), None)
+        if missing is not None:
+            raise BertkitError(f"--output-format squad: input row {missing + 1} has no id")
+        ids = [r["id"] for r in rows]
+        if len(set(map(str, ids))) != len(ids):
+            raise BertkitError("--output-format squad: the inputs' ids are not unique")
+    return rows
+
+
+def squad_predictions(rows: list[dict], answers: list[dict]) -> str:
+    """{id: answer text} as one JSON object (the official scorer's predictions file)."""
+    predictions = {str(r["id"]): a["answer"] for r, a in zip(rows, answers, strict=True)}
+    return json.dumps(predictions, ensure_ascii=False) + "\n"
 
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
 
