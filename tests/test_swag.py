@@ -105,10 +105,10 @@ def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys
                                          ('{"endings": ["a", "b"]}', "context")])
 def test_bad_predict_input_names_line_and_field(swag_run, tmp_path, capsys, line, field):
     path = tmp_path / "in.jsonl"
-    path.write_text('{"context": "fine", "endings": ["a", "b"]}\n' + line + "\n")
+    path.write_text('{"context": "fine", "endings": ["a", "b"]}\n\n' + line + "\n")  # a blank line between
     assert main(["predict", "--model", str(swag_run), "--input", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}, line 2, field \"{field}\"" in err and "Traceback" not in err
+    assert f"{path}, line 3, field \"{field}\"" in err and "Traceback" not in err
 
 
 def test_bad_label_in_training_data_exits_2_naming_file_line_and_field(tmp_path, tiny_bert, swag_dir):

@@ -226,13 +226,16 @@ class MultipleChoice(Task):
             data = read_choices(Path(source), o, labelled=False)
             return [{"context": c, "start": s, "endings": e}
                     for c, s, e in zip(data["context"], data["start"], data["endings"], strict=True)]
-        rows = super().read_inputs(source, args)
-        for i, row in enumerate(rows):
-            if "start" in row and not isinstance(row["start"], str):
-                raise DataError(f"must be text, got {row['start']!r:.40}", file=source, line=i + 1, field="start")
-            if len(row["endings"]) < 2:
-                raise DataError("give at least two endings", file=source, line=i + 1, field="endings")
-        return rows
+        return super().read_inputs(source, args)
+
+    @classmethod
+    def check_row(cls, row, file=None, line=None):
+        row = super().check_row(row, file, line)
+        if "start" in row and not isinstance(row["start"], str):
+            raise DataError(f"must be text, got {row['start']!r:.40}", file=file, line=line, field="start")
+        if len(row["endings"]) < 2:
+            raise DataError("give at least two endings", file=file, line=line, field="endings")
+        return row
 
     def request_rows(self, body, limits):
         rows, key, options = super().request_rows(body, limits)
