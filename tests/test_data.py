@@ -28,7 +28,8 @@ def test_bom_and_crlf_just_work(tmp_path):
 
 @pytest.mark.parametrize("content, line, field, message", [
     ("sentence\tlabel\nok\t1\nmissing a column\n", 3, None, "expected 2 columns"),
-    ("sentence\tlabel\nok\t1\nfine\tneutral\n", 3, "label", "unknown label 'neutral'"),
+    ("sentence\tlabel\nok\t1\nfine\tneutral\n", 3, "label", "unknown label 'neutral' (expected one of: negative, "
+     "positive; --label-names gives others, --label-names '' takes the training file's)"),
     ("sentence\tlabel\nok\t1\n  \t0\n", 3, "sentence", "empty text"),
     ("text\tlabel\nok\t1\n", 2, "sentence", "missing column"),
 ])

@@ -30,8 +30,8 @@ def _label_id(value, label_names: list[str], path, line, column):
         return label_names.index(text)
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names):
         return int(text)
-    raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)})",
-                    file=path, line=line, field=column)
+    raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}; --label-names gives "
+                    "others, --label-names '' takes the training file's)", file=path, line=line, field=column)
 
 
 def _number(value, path, line, column) -> float:
