@@ -61,6 +61,15 @@ def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
     accuracy = sum(right) / len(gold)
     assert accuracy == evaluated["accuracy"] and len(preds) == evaluated["examples"] == 64
     assert set(preds[0]) == {"text", "label", "score", "probabilities"}
+    # a table with an id column (GLUE's test files: index): each answer carries its row's id, first
+    test = tmp_path / "test.tsv"
+    test.write_text("index\tsentence\n7\ta gripping film\n3\ta dull plot\n")
+    capsys.readouterr()  # evaluate's metrics
+    assert main(["predict", "--model", str(run_dir), "--input", str(test)]) == 0
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [list(a)[:2] for a in answers] == [["id", "text"]] * 2 and [a["id"] for a in answers] == ["7", "3"]
+    assert main(["predict", "--model", str(run_dir), "--input", str(test), "--id-column", "key"]) == 2
+    assert f'{test}, line 1, field "key": missing column (found: index, sentence)' in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("cpu_only")  # compared at 1e-6 with plain transformers on the CPU

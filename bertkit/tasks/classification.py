@@ -364,7 +364,8 @@ class SequenceClassification(Task):
 
     @staticmethod
     def echo(row: dict, answer: dict) -> dict:
-        return {"text": row["text"], **({"text_pair": row["text_pair"]} if "text_pair" in row else {}), **answer}
+        return {**({"id": row["id"]} if "id" in row else {}), "text": row["text"],
+                **({"text_pair": row["text_pair"]} if "text_pair" in row else {}), **answer}
 
     @classmethod
     def add_predict_flags(cls, group) -> None:
@@ -373,6 +374,8 @@ class SequenceClassification(Task):
                                 "TSV/CSV/JSONL/parquet (auto: by file extension)")
         group.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
         group.add_argument("--text-pair-column", help="column with the second text of a pair")
+        group.add_argument("--id-column", help="column echoed as each answer's id (default: id, idx or index, where "
+                                               "the table has one)")
         group.add_argument("--probs", action="store_true", help="add the probability of every label")
 
     @classmethod
@@ -386,7 +389,7 @@ class SequenceClassification(Task):
 
         saved = saved_task(args.model)  # a run folder's config.yaml: trained on pairs or not (None: unknown)
         pairs = None if saved is None else saved.options.text_pair_column is not None
-        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs)
+        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column)
 
     def format_rows(self, rows, answers, args) -> str:
         import json

@@ -9,14 +9,16 @@ from pathlib import Path
 from ..errors import BertkitError, DataError
 
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
+ID_COLUMNS = ("id", "idx", "index")  # GLUE's test files: index
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
 
 def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,
-               pairs: bool | None = None) -> list[dict]:
-    """Rows {text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two texts
-    split by a tab), TSV, CSV, JSONL or parquet. A model trained on pairs gets pairs and one trained on single texts
-    single texts, as `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either)."""
+               pairs: bool | None = None, id_column: str | None = None) -> list[dict]:
+    """Rows {(id), text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two
+    texts split by a tab), TSV, CSV, JSONL or parquet (with an id from `id_column`, else from the first of
+    `ID_COLUMNS` the table has). A model trained on pairs gets pairs and one trained on single texts single texts, as
+    `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either)."""
     from ..data import read_classification_file, read_rows
     from ..data.readers import source_name
 
@@ -40,7 +42,8 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         raise BertkitError("reading a table from standard input is not supported; give a file")
     if pair_column and pairs is False:
         raise BertkitError("--text-pair-column: this model classifies single texts")
-    header = read_rows(Path(source))[0][1]
+    table = read_rows(Path(source))
+    header = table[0][1] if table else {}
     column = text_column or next((c for c in TEXT_COLUMNS if c in header), None)
     if column is None:
         raise DataError(f"no text column found (tried {', '.join(TEXT_COLUMNS)}); pass --text-column",
@@ -51,9 +54,18 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
                         f"'{column}'); pass --text-pair-column", file=source, line=1)
     data = read_classification_file(Path(source), column, None, None, text_pair_column=pair)
-    if pair:
-        return [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
-    return [{"text": t} for t in data["text"]]
+    rows = [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)] if pair \
+        else [{"text": t} for t in data["text"]]
+    ids = id_column or next((c for c in ID_COLUMNS if c in header), None)
+    if ids is None:
+        return rows
+    if ids not in header:
+        raise DataError(f"missing column (found: {', '.join(map(str, header))})", file=source, line=1, field=ids)
+    for (line, values), row in zip(table, rows, strict=True):  # read_classification_file keeps every row, in order
+        if values.get(ids) is None:
+            raise DataError("missing id", file=source, line=line, field=ids)
+        row["id"] = values[ids]
+    return rows
 
 
 def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) -> str | None:
