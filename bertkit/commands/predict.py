@@ -3,8 +3,9 @@
 What the input and output look like is the run's task's: `bertkit predict --model RUN --help` lists its flags.
 Sequence classification reads text lines (a pair model's: the two texts split by a tab) or a table and writes
 {text, label, score}; token classification reads text lines or CoNLL and writes tags and entities (or CoNLL);
-question answering reads JSONL {question, context}; multiple choice reads SWAG's CSV or JSONL {context, endings}.
-The output is JSONL (one line per input) unless the task offers another format.
+question answering reads JSONL {question, context} or a SQuAD JSON file and writes answers (or the official
+scorer's {id: answer}); multiple choice reads SWAG's CSV or JSONL {context, endings}. The output is JSONL (one line
+per input) unless the task offers another format.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ EXAMPLE = """example:
   echo "EU rejects German call" | bertkit predict --model runs/conll2003 --input -   # NER: tags, entities
   bertkit predict --model runs/conll2003 --input test.txt --format conll --output-format conll  # token gold pred
   echo '{"question": "Who won?", "context": "The Broncos won."}' | bertkit predict --model runs/squad --input -
+  bertkit predict --model runs/squad --input dev-v1.1.json --output-format squad --output predictions.json
   echo '{"context": "A man sits at a piano.", "endings": ["He plays.", "He eats it."]}' \\
     | bertkit predict --model runs/swag --input -
   bertkit predict --model runs/sst2 --help                      # the flags of the run's task
