@@ -46,7 +46,18 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
         msg = str(e).splitlines()[0]
         if not allow_pickle and "safetensors" in msg.lower():
             msg += " (only safetensors weights are loaded; pass --allow-pickle for a trusted pickle checkpoint)"
+        elif not local:
+            msg += f" ({offline_hint()})"
         raise BertkitError(f"cannot load model '{name}': {msg}") from None
+
+
+def offline_hint() -> str:
+    """What to do when a hub id could not be loaded: a local folder, or the packaged checkpoint."""
+    import os
+
+    off = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(v) == "1"]
+    where = f"offline: {' and '.join(off)} set; " if off else ""
+    return where + "give a local checkpoint folder, or --model minilm-l6, the packaged one"
 
 
 def load_tokenizer(name: str):
@@ -60,7 +71,8 @@ def load_tokenizer(name: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
     except OSError as e:
-        raise BertkitError(f"cannot load the tokenizer of '{name}': {str(e).splitlines()[0]}") from None
+        hint = "" if local else f" ({offline_hint()})"
+        raise BertkitError(f"cannot load the tokenizer of '{name}': {str(e).splitlines()[0]}{hint}") from None
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=local, trust_remote_code=False)
     except (OSError, ValueError):  # a tokenizer without a model config: as it is

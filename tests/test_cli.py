@@ -135,6 +135,8 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
 @pytest.mark.usefixtures("cpu_only")  # "fp16 needs a GPU": a machine without one
 @pytest.mark.parametrize("args, expected", [
     (["finetune", "sst2", "--model", "./no/such/model"], "model folder not found"),
+    (["finetune", "sst2", "--model", "no-such-org/no-such-model", "--data-dir", "{data}", "--output-dir", "{new}"],
+     "(offline: HF_HUB_OFFLINE set; give a local checkpoint folder, or --model minilm-l6, the packaged one)"),
     (["finetune", "sst2", "--output-dir", "{run}"], "is not empty; pass --resume"),
     (["finetune", "sst2", "--precision", "fp16", "--model", "{tiny}", "--data-dir", "{data}"], "fp16 needs a GPU"),
     (["finetune", "sst2", "--precision", "tf32", "--model", "{tiny}", "--data-dir", "{data}"],
@@ -146,7 +148,8 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
     (["evaluate", "--model", "{run}", "--recipe", "squad"], "recipe squad is a question-answering recipe"),
 ])
 def test_user_errors_are_one_clear_line(args, expected, run_dir, tiny_bert, sst2_dir, tmp_path, capsys):
-    fill = {"run": str(run_dir), "tiny": str(tiny_bert), "data": str(sst2_dir), "missing": str(tmp_path / "x.txt")}
+    fill = {"run": str(run_dir), "tiny": str(tiny_bert), "data": str(sst2_dir), "missing": str(tmp_path / "x.txt"),
+            "new": str(tmp_path / "run")}
     args = [a.format(**fill) for a in args]
     if args[0] == "evaluate":
         args += ["--data-dir", str(sst2_dir)]
