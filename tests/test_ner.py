@@ -335,6 +335,20 @@ def test_predict_raw_and_pretokenized_text(ner_run, monkeypatch, capsys):
     assert lines[0] == "Peter B-PER" and lines[-1] == ""  # no gold tags: `token pred`
 
 
+def test_predict_jsonl_of_tokens_or_text_with_ids(ner_run, tmp_path, capsys):
+    src = tmp_path / "sentences.jsonl"
+    src.write_text('{"id": "a", "tokens": ["Peter", "Kowalczyk", "visited", "Paris,"]}\n\n'
+                   '{"text": "Peter Kowalczyk  visited Paris,"}\n')
+    assert main(["predict", "--model", str(ner_run), "--input", str(src), "--precision", "fp32"]) == 0
+    first, second = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert list(first)[:2] == ["id", "tokens"] and first["id"] == "a" and "text" not in first
+    assert first["tokens"] == ["Peter", "Kowalczyk", "visited", "Paris,"] and first["tags"][0] == "B-PER"
+    assert second["text"] == "Peter Kowalczyk  visited Paris," and second["tokens"][-1] == ","
+    src.write_text('{"tokens": ["Peter"]}\n{"tokens": ["Peter", "K owalczyk"]}\n')
+    assert main(["predict", "--model", str(ner_run), "--input", str(src)]) == 2
+    assert f'{src}, line 2, field "tokens": must be a non-empty list of words' in capsys.readouterr().err
+
+
 def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path):
     ner = bertkit.TokenClassification.from_pretrained(str(ner_run))
     (pred,) = ner.predict([["EU", "rejects", "German", "call"]])

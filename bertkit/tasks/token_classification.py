@@ -241,7 +241,8 @@ class TokenClassification(Task):
 
     @staticmethod
     def echo(row: dict, answer: dict) -> dict:
-        return {**answer, "gold": row["gold"]} if "gold" in row else answer
+        gold = {"gold": row["gold"]} if "gold" in row else {}
+        return {**({"id": row["id"]} if "id" in row else {}), **answer, **gold}
 
     @classmethod
     def add_predict_flags(cls, group) -> None:

@@ -4,10 +4,13 @@ per-type F1 figure of the run report (a request body: `TokenRequest`, token_clas
 `bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
 character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
 auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`): the first column is the
-word and, when there are two or more columns, the last one is the gold tag. A model trained with document context
-reads a CoNLL file's sentences with their `-DOCSTART-` documents around them; text lines are read one by one.
-Output: JSONL, one object per sentence {[text,] tokens, tags, [gold,] entities}; or, with `--output-format conll`,
-a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold tags.
+word and, when there are two or more columns, the last one is the gold tag; or JSONL (`--format jsonl`, auto for
+`.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout) or {"text": raw text}, with an "id" that
+the answer echoes. A model trained with document context reads a CoNLL file's sentences with their `-DOCSTART-`
+documents around them; other inputs are read sentence by sentence.
+Output: JSONL, one object per sentence {[id,] [text,] tokens, tags, [gold,] entities}; or, with `--output-format
+conll`, a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold
+tags.
 
 Example:
 ```
@@ -28,9 +31,9 @@ CONLL_SUFFIXES = (".conll", ".iob", ".iob2", ".bio")
 
 
 def add_flags(group) -> None:
-    group.add_argument("--format", default="auto", choices=["auto", "text", "conll"],
-                       help="text = one sentence per line; conll = one word per line (auto: by file extension; a "
-                            "file that begins with -DOCSTART- is conll)")
+    group.add_argument("--format", default="auto", choices=["auto", "text", "conll", "jsonl"],
+                       help="text = one sentence per line; conll = one word per line; jsonl = {tokens} or {text} a "
+                            "line (auto: by file extension; a file that begins with -DOCSTART- is conll)")
     group.add_argument("--pretokenized", action="store_true",
                        help="each input line is words separated by white space (no splitting)")
     group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
@@ -64,9 +67,35 @@ def read_sentences(source: str, fmt: str, pretokenized: bool) -> list[dict]:
             for row, tags in zip(rows, data["tags"], strict=True):
                 row["gold"] = tags
         return rows
+    if fmt == "jsonl" or fmt == "auto" and source != "-" and Path(source).suffix.lower() == ".jsonl":
+        return read_jsonl_sentences(source)
     from ..data.readers import read_lines
 
     return [{"sentence": line.split() if pretokenized else line.strip()} for _, line in read_lines(source, "sentence")]
+
+
+def read_jsonl_sentences(source: str) -> list[dict]:
+    """Rows {sentence, id?} from JSONL lines {"tokens": [words]} or {"text": "raw text"} (one of the two)."""
+    from ..data.readers import read_jsonl, source_name
+
+    name, rows = source_name(source), []
+    for line, obj in read_jsonl(source):
+        given = [k for k in ("tokens", "text") if k in obj]
+        if len(given) != 1:
+            raise DataError('give either "tokens" (a list of words) or "text"', file=name, line=line,
+                            field="tokens" if not given else None)
+        key = given[0]
+        value = obj[key]
+        words = value if key == "tokens" and isinstance(value, list) else None
+        if key == "tokens" and (not words or not all(isinstance(w, str) and w.strip() and w.split() == [w]
+                                                     for w in words)):
+            raise DataError("must be a non-empty list of words (non-empty strings without white space)", file=name,
+                            line=line, field=key)
+        if key == "text" and (not isinstance(value, str) or not value.strip()):
+            raise DataError("empty text" if isinstance(value, str) else f"must be text, got {value!r:.40}",
+                            file=name, line=line, field=key)
+        rows.append({**({"id": obj["id"]} if "id" in obj else {}), "sentence": words or value.strip()})
+    return rows
 
 
 def format_rows(answers: list[dict], output_format: str) -> str:
