@@ -218,8 +218,8 @@ def test_predict_reads_a_squad_file_and_writes_the_official_scorers_predictions(
     src.write_text(json.dumps(dev, indent=1))
     assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
     line = next(n for n, t in enumerate(src.read_text().splitlines(), 1) if '"v0001"' in t)
-    assert f'test.json, line {line}, field "data[0].paragraphs[1].qas[0].question": missing field' \
-        in capsys.readouterr().err
+    assert f'test.json, line {line}, field "data[0].paragraphs[1].qas[0].question": question v0001: missing field ' \
+        "'question'" in capsys.readouterr().err
     jsonl = tmp_path / "q.jsonl"
     jsonl.write_text('{"question": "who?", "context": "Ann."}\n')
     assert main(["predict", "--model", str(out), "--input", str(jsonl), "--output-format", "squad"]) == 2

@@ -88,9 +88,10 @@ def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool
     return not answers
 
 
-def check_question(qa, context: str, source, where: str, no_answer: bool = False) -> dict:
+def check_question(qa, context: str, source, where: str, no_answer: bool = False, with_answers: bool = True) -> dict:
     """One question as a row (`id`, `question`, `context`, `answers`); raises DataError naming its id. With
-    `no_answer` (SQuAD 2.0) an unanswerable question gets empty answers."""
+    `no_answer` (SQuAD 2.0) an unanswerable question gets empty answers; without `with_answers` (questions to
+    answer) its answers are not read and the row has none."""
     qid = _get(qa, "id", str, source, where)
     if not qid.strip():
         raise DataError("empty question id", file=source, field=f"{where}.id")
@@ -103,6 +104,8 @@ def check_question(qa, context: str, source, where: str, no_answer: bool = False
         raise DataError(f"question {qid}: " + ("empty question" if isinstance(question, str) else
                                                f"the question must be text, got {question!r:.80}"),
                         file=source, field=f"{where}.question")
+    if not with_answers:
+        return {"id": qid, "question": question.strip(), "context": context}
     answers = qa.get("answers")
     if _impossible(qa, qid, answers, source, where, no_answer):
         return {"id": qid, "question": question.strip(), "context": context, "answers": {"text": [],
@@ -145,17 +148,18 @@ def _at_line(e: DataError, line: int | None) -> DataError:
 
 
 def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None,
-                      no_answer: bool = False, line_of=None) -> tuple[dict, int]:
+                      no_answer: bool = False, line_of=None, with_answers: bool = True) -> tuple[dict, int]:
     """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions).
-    `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors."""
-    columns: dict[str, list] = {"id": [], "question": [], "context": [], "answers": []}
+    `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors; `with_answers`: as
+    `check_question`'s."""
+    columns: dict[str, list] = {"id": [], "question": [], "context": [], **({"answers": []} if with_answers else {})}
     seen: dict[str, str] = {}
     skipped = 0
     line_of = line_of or (lambda qid, nth=0: None)
     for where, qa, context in records:
         qid = qa.get("id") if isinstance(qa, dict) else None
         try:
-            row = check_question(qa, context, source, where, no_answer)
+            row = check_question(qa, context, source, where, no_answer, with_answers)
         except AnswerMismatch as e:
             if not skip_bad:
                 raise _at_line(e, line_of(qid)) from None
@@ -206,23 +210,8 @@ def read_squad_questions(path) -> list[dict]:
     answers, if any, are not read (an official test file has none)."""
     path = Path(path)
     text, obj = _json_file(path)
-    line_of, rows, seen = _id_lines(text), [], {}
-    for where, qa, context in _records(obj, path):
-        qid = qa.get("id") if isinstance(qa, dict) else None
-        try:
-            qid, question = _get(qa, "id", str, path, where), _get(qa, "question", str, path, where)
-            if not question.strip() or not context.strip():
-                raise DataError("empty question or context", file=path, field=where)
-            if qid in seen:
-                raise DataError(f"question {qid}: duplicate id (first at {seen[qid]})", file=path,
-                                line=line_of(qid, nth=1), field=f"{where}.id")
-        except DataError as e:
-            raise _at_line(e, line_of(qid)) from None
-        seen[qid] = where
-        rows.append({"id": qid, "question": question.strip(), "context": context})
-    if not rows:
-        raise DataError("no questions", file=path)
-    return rows
+    columns, _ = collect_questions(_records(obj, path), path, line_of=_id_lines(text), with_answers=False)
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def _json_file(path: Path) -> tuple[str, object]:

@@ -54,8 +54,10 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
                         f"'{column}'); pass --text-pair-column", file=source, line=1)
     data = read_classification_file(Path(source), column, None, None, text_pair_column=pair)
-    rows = [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)] if pair \
-        else [{"text": t} for t in data["text"]]
+    if pair:
+        rows = [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
+    else:
+        rows = [{"text": t} for t in data["text"]]
     ids = id_column or next((c for c in ID_COLUMNS if c in header), None)
     if ids is None:
         return rows

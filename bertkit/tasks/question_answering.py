@@ -362,10 +362,11 @@ class QuestionAnswering(Task):
 
     @classmethod
     def read_inputs(cls, source: str, args) -> list[dict]:
-        from .question_answering_io import read_inputs
+        from ..data.squad import read_squad_questions
+        from .question_answering_io import check_ids, is_squad_file
 
-        return read_inputs(source, lambda s: super(QuestionAnswering, cls).read_inputs(s, args),
-                           getattr(args, "output_format", "jsonl"))
+        rows = read_squad_questions(source) if is_squad_file(source) else super().read_inputs(source, args)
+        return check_ids(rows, getattr(args, "output_format", "jsonl"))
 
     def format_rows(self, rows, answers, args) -> str:
         if getattr(args, "output_format", "jsonl") != "squad":

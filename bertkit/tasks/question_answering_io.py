@@ -26,20 +26,19 @@ def add_flags(group) -> None:
                             "SQuAD scorer reads predictions (every input needs an id)")
 
 
-def read_inputs(source: str, default_reader, output_format: str = "jsonl") -> list[dict]:
-    """Rows {question, context, id?} from a SQuAD JSON file (`.json`) or JSONL (`default_reader`)."""
-    if source != "-" and Path(source).suffix.lower() == ".json":
-        from ..data.squad import read_squad_questions
+def is_squad_file(source: str) -> bool:
+    """A `.json` input is a SQuAD file (articles of paragraphs of questions); anything else JSONL."""
+    return source != "-" and Path(source).suffix.lower() == ".json"
 
-        rows = read_squad_questions(source)
-    else:
-        rows = default_reader(source)
+
+def check_ids(rows: list[dict], output_format: str) -> list[dict]:
+    """`--output-format squad` keys answers by id: every row needs one, and no two the same."""
     if output_format == "squad":
         missing = next((i for i, r in enumerate(rows) if "id" not in r), None)
         if missing is not None:
             raise BertkitError(f"--output-format squad: input row {missing + 1} has no id")
-        ids = [r["id"] for r in rows]
-        if len(set(map(str, ids))) != len(ids):
+        ids = [str(r["id"]) for r in rows]
+        if len(set(ids)) != len(ids):
             raise BertkitError("--output-format squad: the inputs' ids are not unique")
     return rows
 
