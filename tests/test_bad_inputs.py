@@ -159,3 +159,15 @@ def test_a_10_mb_single_line_is_refused_clearly_without_traceback(tiny_bert, tmp
                           env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=600)
     assert proc.returncode == 2 and "big.txt, line 2: 2000002 word pieces" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("recipe, train, evaluated", [("sst2", "dev.tsv", "dev.tsv"),
+                                                      ("conll2003", "valid.conll", "valid.txt")])
+def test_a_training_file_alone_names_where_the_recipes_evaluation_file_was_looked_for(
+        recipe, train, evaluated, tiny_bert, clf, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no data folder: the recipe's own names are looked for here
+    args = ["finetune", recipe, "--model", "{tiny}", "--output-dir", "{out}", "--train-file", str(GOOD / train)]
+    check(args, f"{evaluated}: file not found (the recipe's evaluation file, looked for in the working folder: there "
+                f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{recipe}); name yours with "
+                "--validation-files FILE", tiny_bert, clf, tmp_path, capsys)

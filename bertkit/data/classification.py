@@ -19,7 +19,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import read_rows
-from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
@@ -184,6 +184,7 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
     train_path = local_path(data_dir, source)
     if not train_path.is_file() and not o.carve_eval:
         raise _missing_train(cfg, train_path, data_dir)
+    eval_at = eval_paths(cfg, data_dir)
     if not label_names and o.problem_type != REGRESSION:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
         label_names = sorted({n for x in found for n in x} if o.problem_type == MULTI else set(found))
@@ -194,8 +195,7 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
                 label_names)
     train = read_classification_file(train_path, **args, label_names=label_names, max_samples=cfg.max_train_samples)
     evals = {}
-    for name in cfg.validation_files:
-        path = local_path(data_dir, name)
+    for path in eval_at:
         evals[path.stem] = datasets.Dataset.from_dict(
             read_classification_file(path, **args, label_names=label_names, max_samples=cfg.max_eval_samples))
     return datasets.Dataset.from_dict(train), evals, label_names

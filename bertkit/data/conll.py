@@ -32,7 +32,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import iter_lines
-from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
 TAG = re.compile(r"(?:O|[BI]-\S+)\Z")
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
@@ -174,15 +174,14 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
         return _from_hub(cfg, o)
     if o.label_names:
         _check_label_names(o.label_names, "label_names")
-    train_path = local_path(data_dir, cfg.train_file)
+    train_path, eval_at = local_path(data_dir, cfg.train_file), eval_paths(cfg, data_dir)
     train = read_conll_file(train_path, o.tag_column, o.label_names or None)
     _report(train_path, train)
     label_names = list(o.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
-    for name in cfg.validation_files:
-        path = local_path(data_dir, name)
+    for path in eval_at:
         data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples)
         _report(path, data)
         evals[path.stem] = _dataset(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import BertkitError
+from ..errors import BertkitError, DataError
 
 
 def resolve_data_dir(cfg) -> Path | None:
@@ -25,6 +25,18 @@ def resolve_data_dir(cfg) -> Path | None:
 def local_path(data_dir: Path | None, name: str) -> Path:
     path = Path(name)
     return path if path.is_absolute() or data_dir is None else data_dir / path
+
+
+def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
+    """The run's evaluation files. Without a data folder a recipe's own names (`dev.tsv`) are looked for in the
+    working folder; one that is not there is named with that, and with the flags that say where it is."""
+    paths = [local_path(data_dir, name) for name in cfg.validation_files]
+    for path in paths:
+        if data_dir is None and not path.is_absolute() and not path.is_file():
+            raise DataError(f"file not found (the recipe's evaluation file, looked for in the working folder: there "
+                            f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{cfg.name}); name yours "
+                            f"with --validation-files FILE, or the recipe's folder with --data-dir", file=path)
+    return paths
 
 
 def offline() -> bool:

@@ -36,7 +36,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import _text
-from .sources import load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
 logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
@@ -251,11 +251,10 @@ def load_squad_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
         return train, dict(zip(splits[1:], evals, strict=True)), []
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
-    read = dict(skip_bad=o.skip_bad_examples, no_answer=o.allow_no_answer)
+    read, eval_at = dict(skip_bad=o.skip_bad_examples, no_answer=o.allow_no_answer), eval_paths(cfg, data_dir)
     train, _ = read_squad_file(local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
     evals = {}
-    for name in cfg.validation_files:
-        path = local_path(data_dir, name)
+    for path in eval_at:
         evals[path.stem], _ = read_squad_file(path, max_samples=cfg.max_eval_samples, **read)
     return train, evals, []
 
