@@ -203,6 +203,9 @@ class RunConfig:
         for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "keep_checkpoints"):
             if getattr(self, name) <= 0:
                 raise BertkitError(f"{source}: '{name}' must be positive")
+        for name in ("max_train_samples", "max_eval_samples"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise BertkitError(f"{source}: '{name}' must be positive (or unset: every example)")
         if self.max_steps is not None and self.max_steps <= 0 or self.epochs <= 0:
             raise BertkitError(f"{source}: 'max_steps' and 'epochs' must be positive")
         for name in ("dropout", "attention_dropout"):

@@ -97,6 +97,8 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-steps", "-1"],
      "'max_steps' and 'epochs' must be positive"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-eval-samples", "0"],
+     "'max_eval_samples' must be positive (or unset: every example)"),
     (["finetune", "qnli", "--model", "{tiny}", "--data-dir", str(GOOD), "--output-dir", "{out}"],
      "train.tsv: file not found (the training file); 'qnli' has only dev.tsv here. To train and measure on a "
      "split carved from it, add --carve-eval 20"),

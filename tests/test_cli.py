@@ -238,3 +238,17 @@ def test_a_model_cards_base_model_is_a_hub_id_or_absent(tmp_path):
     assert hub_id("minilm-l6") == "sentence-transformers/all-MiniLM-L6-v2"  # the packaged checkpoint's own
     assert hub_id("bert-base-uncased") == "bert-base-uncased" and hub_id("google/electra-small-discriminator")
     assert hub_id(str(tmp_path)) is None and hub_id("./my-bert") is None and hub_id("~/models/x") is None
+
+
+def test_evaluate_scores_the_whole_split_whatever_cap_the_run_evaluated_under(run_dir, tmp_path, capsys):
+    import shutil
+
+    run = shutil.copytree(run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    recorded = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({**recorded, "max_eval_samples": 5}))  # a run evaluated quickly
+    for flags, n in (((), 64), (("--max-samples", "7"), 7)):  # sst2_dir's dev.tsv: 64 rows
+        capsys.readouterr()
+        assert main(["evaluate", "--model", str(run), *flags]) == 0
+        assert json.loads(capsys.readouterr().out)["examples"] == n
+    assert main(["evaluate", "--model", str(run), "--max-samples", "0"]) == 2
+    assert "--max-samples must be positive" in capsys.readouterr().err

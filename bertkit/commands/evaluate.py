@@ -24,7 +24,10 @@ def run(args: argparse.Namespace) -> int:
     from ..utils import write_json
     from .common import load_for_inference
 
-    overrides = {"data_dir": args.data_dir} if args.data_dir else {}
+    if args.max_samples is not None and args.max_samples <= 0:
+        raise BertkitError("--max-samples must be positive")
+    # the whole split unless --max-samples: a run's own cap (max_eval_samples) made its evaluations quick, not this
+    overrides = {"max_eval_samples": args.max_samples, **({"data_dir": args.data_dir} if args.data_dir else {})}
     task, precision = load_for_inference(args)
     if args.recipe:
         cfg = load_recipe(args.recipe, overrides)
@@ -61,5 +64,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--file", help="score this labelled file instead of the recipe's split")
     p.add_argument("--data-dir", help="folder with the data files (default: the run's or recipe's, or "
                                       "$BERTKIT_DATA_DIR/<name>)")
+    p.add_argument("--max-samples", type=int, help="score only the first N examples (default: all of them, "
+                                                     "whatever cap the run evaluated under)")
     p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json)")
     p.set_defaults(func=run)
