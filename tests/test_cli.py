@@ -10,7 +10,7 @@ import yaml
 
 from bertkit.cli import main
 
-from .conftest import REPO, tiny_run
+from .conftest import REPO, bertkit_env, tiny_run
 
 
 @pytest.fixture(scope="module")
@@ -252,3 +252,12 @@ def test_evaluate_scores_the_whole_split_whatever_cap_the_run_evaluated_under(ru
         assert json.loads(capsys.readouterr().out)["examples"] == n
     assert main(["evaluate", "--model", str(run), "--max-samples", "0"]) == 2
     assert "--max-samples must be positive" in capsys.readouterr().err
+
+
+def test_a_logged_command_carries_no_progress_bars_of_the_libraries(run_dir):
+    env = {k: v for k, v in bertkit_env().items() if "PROGRESS_BARS" not in k}
+    command = ["evaluate", "--model", str(run_dir), "--output", str(run_dir.parent / "eval_bars.json")]
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *command], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["examples"] == 64, proc.stderr
+    assert not re.search(r"Loading weights|Map|it/s\]", proc.stderr), proc.stderr  # transformers', datasets', tqdm's

@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                      executor=model_thread)  # max_batch None: by the engine's device (`call_items`)
     print(f"bertkit serve: {args.model} on {engine.backend} in {engine.precision} ({engine.precision_reason}); "
           f"calls of up to {app.state.max_batch} items in model batches of {engine.batch_size}, {threads} "
-          "thread(s)", file=sys.stderr, flush=True)
+          f"thread(s); POST {', '.join(r.path for r in app.routes if 'POST' in getattr(r, 'methods', ()))}, GET "
+          "/health, /metadata, /docs", file=sys.stderr, flush=True)
     gc.collect()
     gc.freeze()  # what is loaded now (~0.5 M objects) lives as long as the server: collections stop walking it
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
