@@ -170,6 +170,6 @@ def test_a_training_file_alone_names_where_the_recipes_evaluation_file_was_looke
     monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)  # no data folder: the recipe's own names are looked for here
     args = ["finetune", recipe, "--model", "{tiny}", "--output-dir", "{out}", "--train-file", str(GOOD / train)]
-    check(args, f"{evaluated}: file not found (the recipe's evaluation file, looked for in the working folder: there "
+    check(args, f"{evaluated}: file not found (an evaluation file, looked for in the working folder: there "
                 f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{recipe}); name yours with "
                 "--validation-files FILE", tiny_bert, clf, tmp_path, capsys)

@@ -33,7 +33,7 @@ def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
     paths = [local_path(data_dir, name) for name in cfg.validation_files]
     for path in paths:
         if data_dir is None and not path.is_absolute() and not path.is_file():
-            raise DataError(f"file not found (the recipe's evaluation file, looked for in the working folder: there "
+            raise DataError(f"file not found (an evaluation file, looked for in the working folder: there "
                             f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{cfg.name}); name yours "
                             f"with --validation-files FILE, or the recipe's folder with --data-dir", file=path)
     return paths
