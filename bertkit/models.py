@@ -61,6 +61,22 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
         raise BertkitError(f"cannot load model '{name}': {msg}") from None
 
 
+SKIPPED_FILES = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "onnx/*", "openvino/*", "coreml/*"]
+
+
+def hub_snapshot(name: str) -> str:
+    """A hub id's files as a local folder (the hub's cache: fetched when online, the cached copy offline), so a
+    checkpoint on the hub is read as a folder is: its config.json's head, a bertkit run's config.yaml. Other
+    frameworks' weights are left out; pickle weights are fetched but only loaded with --allow-pickle."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name, ignore_patterns=SKIPPED_FILES)
+    except Exception as e:  # not found, offline without a cached copy, no connection: many types
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()})") from None
+
+
 def offline_hint() -> str:
     """What to do when a hub id could not be loaded: a local folder, or the packaged checkpoint."""
     import os

@@ -711,6 +711,18 @@ def bertkit_env() -> dict:
     return {**os.environ, "PYTHONPATH": python_path(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
+def hub_cache_with(run: Path, root: Path, repo: str) -> tuple[dict, Path]:
+    """A hub cache under `root` holding `run`'s files as the hub id `repo` (as a download leaves them), and the
+    environment of a bertkit child that reads it offline; (env, the snapshot folder)."""
+    import shutil
+
+    snapshot = root / f"models--{repo.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    shutil.copytree(run, snapshot, ignore=shutil.ignore_patterns("checkpoints", "*.png", "*.jsonl"))
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)  # offline, main is this snapshot
+    return {**bertkit_env(), "HF_HUB_CACHE": str(root)}, snapshot
+
+
 def _log_tail(log) -> str:
     log.flush()
     log.seek(0)

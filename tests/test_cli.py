@@ -10,7 +10,7 @@ import yaml
 
 from bertkit.cli import main
 
-from .conftest import REPO, bertkit_env, tiny_run
+from .conftest import REPO, bertkit_env, hub_cache_with, tiny_run
 
 
 @pytest.fixture(scope="module")
@@ -261,3 +261,20 @@ def test_a_logged_command_carries_no_progress_bars_of_the_libraries(run_dir):
                           timeout=300)
     assert proc.returncode == 0 and json.loads(proc.stdout)["examples"] == 64, proc.stderr
     assert not re.search(r"Loading weights|Map|it/s\]", proc.stderr), proc.stderr  # transformers', datasets', tqdm's
+
+
+def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path):
+    env, snapshot = hub_cache_with(run_dir, tmp_path / "hub", "acme/tiny-sst2")
+
+    def bertkit(*args, stdin=None):
+        return subprocess.run([sys.executable, "-m", "bertkit.cli", *args], input=stdin, capture_output=True,
+                              text=True, env=env, timeout=300, cwd=tmp_path)
+
+    proc = bertkit("predict", "--model", "acme/tiny-sst2", "--input", "-", stdin="a fine film\n")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["label"] in ("negative", "positive"), proc.stderr
+    proc = bertkit("evaluate", "--model", "acme/tiny-sst2")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["examples"] == 64, proc.stderr  # the run's own data
+    assert (tmp_path / "eval_sst2_dev.json").is_file() and not list(snapshot.glob("eval_*"))  # here, not the cache
+    proc = bertkit("predict", "--model", "acme/not-cached", "--input", "-", stdin="a fine film\n")
+    assert proc.returncode == 2 and "cannot load model 'acme/not-cached'" in proc.stderr, proc.stderr
+    assert "offline: HF_HUB_OFFLINE" in proc.stderr and "Traceback" not in proc.stderr

@@ -8,7 +8,8 @@ from ..errors import BertkitError
 
 
 def add_inference_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a fine-tuned run folder (or any Hugging Face checkpoint)")
+    p.add_argument("--model", required=True, help="a fine-tuned run folder, or a fine-tuned checkpoint's folder or "
+                                                  "hub id (e.g. textattack/bert-base-uncased-SST-2)")
     p.add_argument("--batch-size", type=int, default=128, help="examples per batch (default 128)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="auto = bf16 where the hardware computes it natively and faster, else fp32 "

@@ -21,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import BertkitError
     from ..inference import forward_all
     from ..metrics import resolve_metrics
+    from ..models import resolve_model
     from ..utils import write_json
     from .common import load_for_inference
 
@@ -29,10 +30,11 @@ def run(args: argparse.Namespace) -> int:
     # the whole split unless --max-samples: a run's own cap (max_eval_samples) made its evaluations quick, not this
     overrides = {"max_eval_samples": args.max_samples, **({"data_dir": args.data_dir} if args.data_dir else {})}
     task, precision = load_for_inference(args)
+    folder = Path(task.source)  # the run folder (a hub id's: its files in the hub's cache)
     if args.recipe:
         cfg = load_recipe(args.recipe, overrides)
-    elif (Path(args.model) / "config.yaml").is_file():
-        cfg = load_run_config(Path(args.model) / "config.yaml").replace("command line", **overrides)
+    elif (folder / "config.yaml").is_file():
+        cfg = load_run_config(folder / "config.yaml").replace("command line", **overrides)
     else:
         raise BertkitError(f"{args.model} has no config.yaml (not a bertkit run): name a recipe with --recipe")
     if cfg.task != task.name:
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     result = {"name": cfg.name, "task": cfg.task, "split": split, "examples": len(examples), "precision": precision,
               **metrics}
     print(json.dumps(result, indent=2))
-    output = Path(args.output) if args.output else Path(args.model) / f"eval_{cfg.name}_{split}.json"
+    beside = Path(args.model) if resolve_model(args.model)[1] else Path()  # a hub id's: here, not in the hub's cache
+    output = Path(args.output) if args.output else beside / f"eval_{cfg.name}_{split}.json"
     write_json(output, result)
     return 0
 
@@ -66,5 +69,6 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                       "$BERTKIT_DATA_DIR/<name>)")
     p.add_argument("--max-samples", type=int, help="score only the first N examples (default: all of them, "
                                                      "whatever cap the run evaluated under)")
-    p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json)")
+    p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json; for a hub id, in "
+                                    "the working folder)")
     p.set_defaults(func=run)

@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("export", help="export a run to ONNX (optionally int8) for ONNX Runtime",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a fine-tuned run folder, a checkpoint folder, or minilm-l6")
+    p.add_argument("--model", required=True,
+                   help="a fine-tuned run folder, a checkpoint folder or hub id, or minilm-l6")
     p.add_argument("--format", default="onnx", choices=["onnx"], help="export format (onnx, the default)")
     p.add_argument("--output", required=True, help="output folder (must not exist or be empty)")
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 quantisation of the weights (onnxruntime)")

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("serve", help="serve a run over HTTP (predict, embed) with dynamic batching",
                               epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint (/embed only), or a "
-                                                  "`bertkit export` folder (run on ONNX Runtime)")
+    p.add_argument("--model", required=True, help="a fine-tuned run folder, any checkpoint folder or hub id (a base "
+                                                  "model: /embed only), or a `bertkit export` folder (ONNX Runtime)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx"],

@@ -153,7 +153,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     from transformers import AutoModel
 
     from ..extract.layers import parse_layers
-    from ..models import load_pretrained, load_tokenizer
+    from ..models import hub_snapshot, load_pretrained, load_tokenizer
     from ..tasks import head_task
 
     if quantize not in (None, "int8"):
@@ -162,17 +162,18 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise BertkitError(f"output folder {output} is not empty")
     path, local = resolve_model(model)
-    head_cls = head_task(model)
-    tokenizer = load_tokenizer(model)
+    path = path if local else hub_snapshot(model)  # a hub id: its files in the hub's cache, read as a folder's
+    head_cls = head_task(path)
+    tokenizer = load_tokenizer(path)
     task = None
     if head_cls is not None:
-        task = head_cls.from_pretrained(model)
+        task = head_cls.from_pretrained(path)
         task_model, keys = task.model.float().eval(), task.output_keys
         base = task_model.base_model
     elif not features:
         raise BertkitError(f"{model} has no task head: there is nothing to export without features.onnx")
     else:
-        task_model, keys, base = None, (), load_pretrained(AutoModel, model).float().eval()
+        task_model, keys, base = None, (), load_pretrained(AutoModel, path).float().eval()
     chosen = parse_layers(layers, base.config.num_hidden_layers) if features else []
     chosen = list(dict.fromkeys(chosen))  # each hidden state once, in the order asked for
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names
@@ -202,7 +203,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
             graphs[name] = {"inputs": names, "outputs": outputs, "max_abs_diff_fp32": diff}
         (task_model or base).config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if local and (Path(path) / "config.yaml").is_file():
+        if (Path(path) / "config.yaml").is_file():
             shutil.copy(Path(path) / "config.yaml", tmp / "config.yaml")
         info = {"source": str(model), "format": "onnx", "opset": OPSET, "quantize": quantize,
                 "per_channel": per_channel if quantize else None,

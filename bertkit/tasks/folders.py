@@ -1,6 +1,6 @@
 """Which task a model folder holds: a bertkit run (its config.yaml names the task), an ONNX export (the run's
 config.yaml is copied into it), or any Hugging Face checkpoint with a task head (its config.json `architectures`).
-Nothing but config files is read."""
+Nothing but config files is read (a hub id's files are fetched into the hub's cache first, and read there)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import BertkitError
-from ..models import resolve_model
+from ..models import hub_snapshot, resolve_model
 from .registry import all_tasks
 from .saved import saved_task
 
@@ -17,8 +17,8 @@ def checkpoint_task(name: str) -> tuple[type, str]:
     """(task class, local path) of a fine-tuned model folder: the task its config.yaml names, else the task whose
     head its config.json has."""
     path, local = resolve_model(name)
-    if not local:
-        raise BertkitError(f"model folder not found: {name}")
+    if not local:  # a hub id: its cached files, a folder like any other
+        path = hub_snapshot(name)
     saved = saved_task(path)
     if saved is not None:
         return saved.task, path
@@ -32,11 +32,11 @@ def checkpoint_task(name: str) -> tuple[type, str]:
 
 
 def head_task(name: str) -> type | None:
-    """The task class of a local checkpoint's head, from its config.json (architectures, problem_type); None for a
-    base model or a hub id."""
+    """The task class of a checkpoint's head (a folder, or a hub id's cached files), from its config.json
+    (architectures, problem_type); None for a base model."""
     path, local = resolve_model(name)
     if not local:
-        return None
+        path = hub_snapshot(name)
     config = json.loads((Path(path) / "config.json").read_text())
     for cls in all_tasks():
         found = cls.for_checkpoint(config)
@@ -48,5 +48,5 @@ def head_task(name: str) -> type | None:
 def load_task(name: str, allow_pickle: bool = False):
     """The task of a fine-tuned model folder (a run, or any checkpoint with a known head), loaded with its
     weights, options and max length."""
-    cls, path = checkpoint_task(name)
+    cls, path = checkpoint_task(name)  # a hub id's: its cached folder
     return cls.from_pretrained(path, allow_pickle=allow_pickle)
