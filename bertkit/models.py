@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 from .errors import BertkitError
@@ -62,19 +63,34 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
 
 
 SKIPPED_FILES = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "onnx/*", "openvino/*", "coreml/*"]
+PICKLES = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt"]
 
 
-def hub_snapshot(name: str) -> str:
+def hub_snapshot(name: str, allow_pickle: bool = False) -> str:
     """A hub id's files as a local folder (the hub's cache: fetched when online, the cached copy offline), so a
     checkpoint on the hub is read as a folder is: its config.json's head, a bertkit run's config.yaml. Other
-    frameworks' weights are left out; pickle weights are fetched but only loaded with --allow-pickle."""
+    frameworks' weights are left out, and pickle weights unless `allow_pickle`."""
     from huggingface_hub import snapshot_download
 
     try:
-        return snapshot_download(name, ignore_patterns=SKIPPED_FILES)
+        return snapshot_download(name, ignore_patterns=SKIPPED_FILES + ([] if allow_pickle else PICKLES))
     except Exception as e:  # not found, offline without a cached copy, no connection: many types
         msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()})") from None
+
+
+def checkpoint_config(name: str) -> dict:
+    """A checkpoint's config.json: a folder's, or a hub id's (fetched into the hub's cache); {} where a hub id's
+    cannot be had (loading the model then says why)."""
+    path, local = resolve_model(name)
+    if local:
+        return json.loads((Path(path) / "config.json").read_text())
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return json.loads(Path(hf_hub_download(name, "config.json")).read_text())
+    except Exception:  # not found, offline without a cached copy, no connection: many types
+        return {}
 
 
 def offline_hint() -> str:

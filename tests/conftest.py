@@ -717,7 +717,7 @@ def hub_cache_with(run: Path, root: Path, repo: str) -> tuple[dict, Path]:
     import shutil
 
     snapshot = root / f"models--{repo.replace('/', '--')}" / "snapshots" / ("0" * 40)
-    shutil.copytree(run, snapshot, ignore=shutil.ignore_patterns("checkpoints", "*.png", "*.jsonl"))
+    shutil.copytree(run, snapshot, ignore=shutil.ignore_patterns("checkpoints", "*.png", "*.jsonl", "eval_*.json"))
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)  # offline, main is this snapshot
     return {**bertkit_env(), "HF_HUB_CACHE": str(root)}, snapshot

@@ -34,7 +34,7 @@ import torch
 from ..errors import BertkitError, DataError
 from ..families import fit_tokenizer
 from ..inference import forward_all
-from ..models import load_pretrained, load_tokenizer, resolve_model
+from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
 from ..utils import atomic_path
 from .requests import check_rows, plain_rows, rows_request
@@ -47,9 +47,9 @@ class NoOptions:
 
 
 def head_labels(name: str, architecture: str) -> list[str] | None:
-    """The label names of a local checkpoint whose head is `*architecture`; None for a base model or a hub id."""
-    path, local = resolve_model(name)
-    config = json.loads((Path(path) / "config.json").read_text()) if local else {}
+    """The label names of a checkpoint (a folder or a hub id) whose head is `*architecture`; None for a base
+    model."""
+    config = checkpoint_config(name)
     if not any(a.endswith(architecture) for a in config.get("architectures") or []) or "id2label" not in config:
         return None
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
@@ -134,8 +134,8 @@ class Task:
         if isinstance(options, cls.Options) and cls.resolve(options) is not cls and \
                 issubclass(cls.resolve(options), cls):  # a variant of cls; a variant asked for by name stays
             cls = cls.resolve(options)
-        elif base is None and local:
-            found = cls.for_checkpoint(json.loads((Path(path) / "config.json").read_text()))
+        elif base is None:  # the head's variant (regression, multi-label) from its config.json, a hub id's too
+            found = cls.for_checkpoint(checkpoint_config(name))
             cls = found if found is not None and issubclass(found, cls) else cls
         kwargs, old = cls._head_kwargs(label_names), None
         if label_names:

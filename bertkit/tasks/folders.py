@@ -13,12 +13,12 @@ from .registry import all_tasks
 from .saved import saved_task
 
 
-def checkpoint_task(name: str) -> tuple[type, str]:
+def checkpoint_task(name: str, allow_pickle: bool = False) -> tuple[type, str]:
     """(task class, local path) of a fine-tuned model folder: the task its config.yaml names, else the task whose
-    head its config.json has."""
+    head its config.json has. A hub id's path is its files in the hub's cache (pickles only with `allow_pickle`)."""
     path, local = resolve_model(name)
-    if not local:  # a hub id: its cached files, a folder like any other
-        path = hub_snapshot(name)
+    if not local:
+        path = hub_snapshot(name, allow_pickle)
     saved = saved_task(path)
     if saved is not None:
         return saved.task, path
@@ -48,5 +48,5 @@ def head_task(name: str) -> type | None:
 def load_task(name: str, allow_pickle: bool = False):
     """The task of a fine-tuned model folder (a run, or any checkpoint with a known head), loaded with its
     weights, options and max length."""
-    cls, path = checkpoint_task(name)  # a hub id's: its cached folder
+    cls, path = checkpoint_task(name, allow_pickle)  # a hub id's: its cached folder
     return cls.from_pretrained(path, allow_pickle=allow_pickle)
