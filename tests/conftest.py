@@ -711,16 +711,19 @@ def bertkit_env() -> dict:
     return {**os.environ, "PYTHONPATH": python_path(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
-def hub_cache_with(run: Path, root: Path, repo: str) -> tuple[dict, Path]:
-    """A hub cache under `root` holding `run`'s files as the hub id `repo` (as a download leaves them), and the
-    environment of a bertkit child that reads it offline; (env, the snapshot folder)."""
+def hub_cache_with(run: Path, root: Path, repo: str, monkeypatch) -> Path:
+    """A hub cache under `root`, made this process's, holding `run`'s files as the hub id `repo` (as a download
+    leaves them; read offline: the tests run with HF_HUB_OFFLINE=1); its snapshot folder."""
     import shutil
+
+    from huggingface_hub import constants
 
     snapshot = root / f"models--{repo.replace('/', '--')}" / "snapshots" / ("0" * 40)
     shutil.copytree(run, snapshot, ignore=shutil.ignore_patterns("checkpoints", "*.png", "*.jsonl", "eval_*.json"))
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)  # offline, main is this snapshot
-    return {**bertkit_env(), "HF_HUB_CACHE": str(root)}, snapshot
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(root))  # read at each call, by huggingface_hub and transformers
+    return snapshot
 
 
 def _log_tail(log) -> str:

@@ -263,18 +263,15 @@ def test_a_logged_command_carries_no_progress_bars_of_the_libraries(run_dir):
     assert not re.search(r"Loading weights|Map|it/s\]", proc.stderr), proc.stderr  # transformers', datasets', tqdm's
 
 
-def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path):
-    env, snapshot = hub_cache_with(run_dir, tmp_path / "hub", "acme/tiny-sst2")
-
-    def bertkit(*args, stdin=None):
-        return subprocess.run([sys.executable, "-m", "bertkit.cli", *args], input=stdin, capture_output=True,
-                              text=True, env=env, timeout=300, cwd=tmp_path)
-
-    proc = bertkit("predict", "--model", "acme/tiny-sst2", "--input", "-", stdin="a fine film\n")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["label"] in ("negative", "positive"), proc.stderr
-    proc = bertkit("evaluate", "--model", "acme/tiny-sst2")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["examples"] == 64, proc.stderr  # the run's own data
+def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path, monkeypatch, capsys):
+    snapshot = hub_cache_with(run_dir, tmp_path / "hub", "acme/tiny-sst2", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("a fine film\n")
+    assert main(["predict", "--model", "acme/tiny-sst2", "--input", "texts.txt"]) == 0
+    assert json.loads(capsys.readouterr().out)["label"] in ("negative", "positive")
+    assert main(["evaluate", "--model", "acme/tiny-sst2"]) == 0
+    assert json.loads(capsys.readouterr().out)["examples"] == 64  # the run's own data, from its config.yaml
     assert (tmp_path / "eval_sst2_dev.json").is_file() and not list(snapshot.glob("eval_*"))  # here, not the cache
-    proc = bertkit("predict", "--model", "acme/not-cached", "--input", "-", stdin="a fine film\n")
-    assert proc.returncode == 2 and "cannot load model 'acme/not-cached'" in proc.stderr, proc.stderr
-    assert "offline: HF_HUB_OFFLINE" in proc.stderr and "Traceback" not in proc.stderr
+    assert main(["predict", "--model", "acme/not-cached", "--input", "texts.txt"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot load model 'acme/not-cached'" in err and "offline: HF_HUB_OFFLINE" in err, err
