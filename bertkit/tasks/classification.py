@@ -385,9 +385,10 @@ class SequenceClassification(Task):
     @classmethod
     def read_inputs(cls, source: str, args) -> list[dict]:
         from .classification_io import read_texts
+        from .folders import checkpoint_task
         from .saved import saved_task
 
-        saved = saved_task(args.model)  # a run folder's config.yaml: trained on pairs or not (None: unknown)
+        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs or not
         pairs = None if saved is None else saved.options.text_pair_column is not None
         return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column)
 
