@@ -1,4 +1,4 @@
-"""`bertkit recipes [show NAME]`: list the recipes with one line each, or print one."""
+"""`bertkit recipes [[show] NAME]`: list the recipes with one line each, or print one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 EXAMPLE = """example:
   bertkit recipes                 # one line per recipe
-  bertkit recipes show conll2003  # the full YAML, with its comments
+  bertkit recipes show conll2003  # the full YAML, with its comments (or: bertkit recipes conll2003)
 """
 
 
@@ -21,6 +21,12 @@ def summary(path) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..config_files import load_recipe, recipe_names, recipe_path
 
+    if args.action not in ("list", "show") or args.action == "list" and args.name:  # `bertkit recipes sst2`
+        if args.name:
+            from ..errors import BertkitError
+
+            raise BertkitError(f"unknown action '{args.action}': bertkit recipes [list | [show] NAME]")
+        args.action, args.name = "show", args.action
     if args.action == "show":
         if not args.name:
             from ..errors import BertkitError
@@ -39,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("recipes", help="list the recipes, or show one", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", default="list", choices=["list", "show"],
-                   help="list: every recipe, its task and summary (default); show: one recipe's settings")
+    p.add_argument("action", nargs="?", default="list", metavar="{list,show,NAME}",
+                   help="list: every recipe, its task and summary (default); show NAME, or NAME alone: one "
+                        "recipe's settings")
     p.add_argument("name", nargs="?", help="recipe to show")
     p.set_defaults(func=run)
