@@ -69,9 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     from .utils import COMMAND
 
     argv = sys.argv[1:] if argv is None else argv
-    if not sys.stderr.isatty():  # a log: the libraries' bars (loading weights, writing shards, map) stay out, as
-        for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):  # bertkit's own do
-            os.environ.setdefault(var, "1")  # read when transformers and datasets are imported, after this
+    # In a log (stderr not a terminal) the libraries' bars (loading weights, writing shards, map) stay out, as
+    # bertkit's own do, unless --verbose; the variables are read when transformers and datasets are imported, later.
+    if not sys.stderr.isatty() and "--verbose" not in argv:
+        for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+            os.environ.setdefault(var, "1")
     COMMAND[0] = shlex.join(["bertkit", *argv])
     parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)

@@ -258,13 +258,19 @@ def test_evaluate_scores_the_whole_split_whatever_cap_the_run_evaluated_under(ru
     assert "--max-samples must be positive" in capsys.readouterr().err
 
 
-def test_a_logged_command_carries_no_progress_bars_of_the_libraries(run_dir):
+def test_a_logged_command_carries_no_progress_bars_of_the_libraries_unless_verbose(run_dir, tmp_path):
     env = {k: v for k, v in bertkit_env().items() if "PROGRESS_BARS" not in k}
-    command = ["evaluate", "--model", str(run_dir), "--output", str(run_dir.parent / "eval_bars.json")]
-    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *command], capture_output=True, text=True, env=env,
-                          timeout=300)
+
+    def bertkit(*command):
+        return subprocess.run([sys.executable, "-m", "bertkit.cli", *command], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    proc = bertkit("evaluate", "--model", str(run_dir), "--output", str(tmp_path / "eval.json"))
     assert proc.returncode == 0 and json.loads(proc.stdout)["examples"] == 64, proc.stderr
     assert not re.search(r"Loading weights|Map|it/s\]", proc.stderr), proc.stderr  # transformers', datasets', tqdm's
+    (tmp_path / "texts.txt").write_text("a fine film\n")
+    proc = bertkit("predict", "--model", str(run_dir), "--input", str(tmp_path / "texts.txt"), "--verbose")
+    assert proc.returncode == 0 and "Loading weights" in proc.stderr, proc.stderr  # --verbose keeps them
 
 
 def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path, monkeypatch, capsys):
