@@ -33,9 +33,14 @@ def resolve_model(name: str) -> tuple[str, bool]:
         if not (path / "config.json").is_file():
             raise BertkitError(f"model folder {path} has no config.json (is it a Hugging Face checkpoint?)")
         return str(path), True
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if _names_a_folder(name):
         raise BertkitError(f"model folder not found: {name}")
     return name, False
+
+
+def _names_a_folder(name: str) -> bool:
+    """A name that can only be a path (./x, /x, ~/x, a/b/c), never a hub id (name or owner/name)."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
 def hub_id(name: str) -> str | None:
@@ -43,8 +48,7 @@ def hub_id(name: str) -> str | None:
     itself; None for a local folder (a path is no hub id)."""
     if name in PACKAGED:
         return PACKAGED[name][3]
-    path = Path(name).expanduser()
-    return None if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 else name
+    return None if Path(name).expanduser().exists() or _names_a_folder(name) else name
 
 
 def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):

@@ -197,7 +197,7 @@ def test_recipes_command_lists_and_shows(capsys):
     assert main(["recipes", "squad"]) == 0  # the name alone shows it too
     assert "window_overlap: 128" in capsys.readouterr().out
     assert main(["recipes", "list", "squad"]) == 2
-    assert "bertkit recipes [list | [show] NAME]" in capsys.readouterr().err
+    assert "'list' takes no recipe name: bertkit recipes [list | [show] NAME]" in capsys.readouterr().err
 
 
 def test_version(capsys):

@@ -20,20 +20,20 @@ def summary(path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..config_files import load_recipe, recipe_names, recipe_path
+    from ..errors import BertkitError
 
-    if args.action not in ("list", "show") or args.action == "list" and args.name:  # `bertkit recipes sst2`
-        if args.name:
-            from ..errors import BertkitError
-
-            raise BertkitError(f"unknown action '{args.action}': bertkit recipes [list | [show] NAME]")
-        args.action, args.name = "show", args.action
-    if args.action == "show":
-        if not args.name:
-            from ..errors import BertkitError
-
+    action, name = args.action, args.name
+    if action not in ("list", "show"):  # `bertkit recipes sst2`: that recipe
+        if name:
+            raise BertkitError(f"unknown action '{action}': bertkit recipes [list | [show] NAME]")
+        action, name = "show", action
+    if action == "list" and name:
+        raise BertkitError("'list' takes no recipe name: bertkit recipes [list | [show] NAME]")
+    if action == "show":
+        if not name:
             raise BertkitError("which recipe? e.g. bertkit recipes show sst2")
-        path = recipe_path(args.name)
-        load_recipe(args.name)  # a recipe that does not load is reported, not printed
+        path = recipe_path(name)
+        load_recipe(name)  # a recipe that does not load is reported, not printed
         print(path.read_text(), end="")
         return 0
     for name in recipe_names():

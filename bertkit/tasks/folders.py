@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import BertkitError
-from ..models import hub_snapshot, resolve_model
+from ..models import checkpoint_config, hub_snapshot, resolve_model
 from .registry import all_tasks
 from .saved import saved_task
 
@@ -32,12 +32,9 @@ def checkpoint_task(name: str, allow_pickle: bool = False) -> tuple[type, str]:
 
 
 def head_task(name: str) -> type | None:
-    """The task class of a checkpoint's head (a folder, or a hub id's cached files), from its config.json
-    (architectures, problem_type); None for a base model."""
-    path, local = resolve_model(name)
-    if not local:
-        path = hub_snapshot(name)
-    config = json.loads((Path(path) / "config.json").read_text())
+    """The task class of a checkpoint's head (a folder or a hub id), from its config.json (architectures,
+    problem_type); None for a base model, or a hub id whose config cannot be had (loading it then says why)."""
+    config = checkpoint_config(name)
     for cls in all_tasks():
         found = cls.for_checkpoint(config)
         if found is not None:
