@@ -3,6 +3,7 @@ tiny random BERT: plain transformers reloads each head with the same outputs; pr
 
 import json
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -119,6 +120,21 @@ def test_predict_and_evaluate_on_a_multi_label_run(multi_run, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     metrics = json.loads((run / "metrics.json").read_text())["dev"]
     assert result["micro_f1"] == pytest.approx(metrics["micro_f1"], abs=1e-6)
+
+
+def test_predict_reads_a_table_by_the_column_the_run_trained_on(multi_run, tmp_path, capsys):
+    run = tmp_path / "run"  # the multi-label run, as if trained on a 'review' column
+    shutil.copytree(multi_run[0], run)
+    config = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(config.replace("text_column: text\n", "text_column: review\n", 1))
+    table = tmp_path / "in.csv"
+    table.write_text("id,notes,review\n7,ignore me,the film was great\n")
+    assert main(["predict", "--model", str(run), "--input", str(table)]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["id"], row["text"]) == ("7", "the film was great")
+    table.write_text("id,notes,body\n7,ignore me,the film was great\n")  # neither its column nor a usual one
+    assert main(["predict", "--model", str(run), "--input", str(table)]) == 2
+    assert "line 1: no text column found (tried review, text, sentence," in capsys.readouterr().err
 
 
 # --- class weights ---------------------------------------------------------------------------------------------

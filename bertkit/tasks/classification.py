@@ -372,8 +372,10 @@ class SequenceClassification(Task):
         group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
                            help="text = one text per line (a pair model: text, tab, second text); table = "
                                 "TSV/CSV/JSONL/parquet (auto: by file extension)")
-        group.add_argument("--text-column", help="column with the text (default: text, sentence, sentence1, ...)")
-        group.add_argument("--text-pair-column", help="column with the second text of a pair")
+        group.add_argument("--text-column", help="column with the text (default: the one the run trained on, where "
+                                                   "the table has it, else text, sentence, sentence1, ...)")
+        group.add_argument("--text-pair-column", help="column with the second text of a pair (default: as "
+                                                      "--text-column's)")
         group.add_argument("--id-column", help="column echoed as each answer's id (default: id, idx or index, where "
                                                "the table has one)")
         group.add_argument("--probs", action="store_true", help="add the probability of every label")
@@ -388,9 +390,11 @@ class SequenceClassification(Task):
         from .folders import checkpoint_task
         from .saved import saved_task
 
-        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs or not
+        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs, columns
         pairs = None if saved is None else saved.options.text_pair_column is not None
-        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column)
+        trained_on = (None, None) if saved is None else (saved.options.text_column, saved.options.text_pair_column)
+        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
+                          trained_on)
 
     def format_rows(self, rows, answers, args) -> str:
         import json

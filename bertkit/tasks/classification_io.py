@@ -14,11 +14,13 @@ PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": 
 
 
 def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,
-               pairs: bool | None = None, id_column: str | None = None) -> list[dict]:
+               pairs: bool | None = None, id_column: str | None = None,
+               trained_on: tuple[str | None, str | None] = (None, None)) -> list[dict]:
     """Rows {(id), text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two
     texts split by a tab), TSV, CSV, JSONL or parquet (with an id from `id_column`, else from the first of
     `ID_COLUMNS` the table has). A model trained on pairs gets pairs and one trained on single texts single texts, as
-    `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either)."""
+    `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either). Without --text-column
+    (--text-pair-column), a table's text is the column the run trained on (`trained_on`) where the table has it."""
     from ..data import read_classification_file, read_rows
     from ..data.readers import source_name
 
@@ -44,12 +46,14 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         raise BertkitError("--text-pair-column: this model classifies single texts")
     table = read_rows(Path(source))
     header = table[0][1] if table else {}
-    column = text_column or next((c for c in TEXT_COLUMNS if c in header), None)
+    trained_text, trained_pair = trained_on
+    tried = list(dict.fromkeys(c for c in (trained_text, *TEXT_COLUMNS) if c))
+    column = text_column or next((c for c in tried if c in header), None)
     if column is None:
-        raise DataError(f"no text column found (tried {', '.join(TEXT_COLUMNS)}); pass --text-column",
+        raise DataError(f"no text column found (tried {', '.join(tried)}); pass --text-column",
                         file=source, line=1)
     found = PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header and pairs is not False else None
-    pair = pair_column or found
+    pair = pair_column or (trained_pair if trained_pair in header and pairs is not False else found)
     if pairs and not pair:
         raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
                         f"'{column}'); pass --text-pair-column", file=source, line=1)
