@@ -129,6 +129,13 @@ def test_pair_ner_and_qa_equal_bertkit_predict(tmp_path_factory, tiny_bert, tmp_
             assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "questions[0].context"
             bad = post(url, "/predict", {"questions": [{"question": " ", "context": "red"}]})
             assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "questions[0].question"
+            # one question sent as predict reads it, not in a body of questions: the error shows the body's shape
+            bad = post(url, "/predict", rows[0])
+            assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "questions"
+            shape = bad.json()["detail"].split("; a request looks like ", 1)[1]
+            assert json.loads(shape) == meta["request"] and set(meta["request"]["questions"][0]) == {"question",
+                                                                                                  "context"}
+            assert post(url, "/predict", meta["request"]).status_code == 200
 
 
 # --- bad requests: 400 or 413, naming the field, never 500 ---------------------------------------------------------
@@ -210,6 +217,7 @@ def test_metadata_health_and_openapi(cpu_sst2_server):
     assert meta["model_batch"] == 8  # fp32 on a CPU: smaller batches pad less (`model_batch`)
     assert meta["problem_type"] == "single_label_classification" and "run_task" not in meta
     assert meta["limits"]["max_items"] == 32 and meta["versions"]["torch"].startswith("2.")
+    assert meta["request"] == {"texts": ["warm up"], "probs": False}  # an example body: what a client sends
     assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
     schema = httpx.get(url + "/openapi.json", timeout=10).json()
     assert {"/predict", "/embed", "/health", "/metadata"} <= set(schema["paths"])

@@ -8,7 +8,7 @@ schema and hand-written checks. Endpoints:
                      `request_body`, validated by the pydantic model `schemas.request_model` makes of it)
     POST /embed      features as `bertkit extract` computes them: layers, combine, pool
     GET  /health     liveness and queue counters
-    GET  /metadata   task, labels, model, max length, precision, backend, limits, versions
+    GET  /metadata   task, labels, an example request, model, max length, precision, backend, limits, versions
 
 Errors: 400 bad input (malformed JSON, wrong types, unknown fields, empty texts, a pair model without pairs) and
 413 over a limit (body bytes, items per request, characters per text), each with the field and the reason; 429
@@ -152,7 +152,11 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int | No
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        return JSONResponse(validation_errors(exc.errors()), 400)
+        body = validation_errors(exc.errors())
+        missing = any(e["type"] == "missing" and len(e["loc"]) == 2 for e in exc.errors())  # a top-level field
+        if missing and request.url.path == "/predict" and engine.task is not None:
+            body["detail"] += f"; a request looks like {json.dumps(engine.example_request())}"
+        return JSONResponse(body, 400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, ...: the same body shape

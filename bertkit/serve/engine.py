@@ -105,7 +105,7 @@ class Engine:
         if self.task is not None:
             meta.update(labels=self.task.label_names or None, max_length=self.task.max_length,
                         inputs={k: getattr(t, "__name__", str(t)) for k, t in self.task.input_fields.items()},
-                        **self.task.describe())
+                        request=self.example_request(), **self.task.describe())
         if self.extractor is not None:
             meta["embed"] = {"hidden_layers": self.extractor.config.num_hidden_layers,
                              "hidden_size": self.extractor.config.hidden_size,
@@ -115,6 +115,17 @@ class Engine:
             ["onnxruntime"] if self.backend == "onnx" else [])
         meta["versions"] = {"bertkit": __version__, **versions(*names), "python": platform.python_version()}
         return meta
+
+    def example_request(self) -> dict | None:
+        """A `POST /predict` body as JSON (the task's `request_example`, options left unset left out)."""
+        import dataclasses
+
+        def plain(x):
+            if isinstance(x, dict):
+                return {k: plain(v) for k, v in x.items() if v is not None}
+            return [plain(v) for v in x] if isinstance(x, list | tuple) else x
+
+        return None if self.task is None else plain(dataclasses.asdict(self.task.request_example()))
 
     def predict_job(self, body, limits) -> Job:
         """The job of a `POST /predict` body (the task's request dataclass); `RequestError` on bad input."""
