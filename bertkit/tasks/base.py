@@ -18,7 +18,9 @@ for predict, serve and notebooks), the `bertkit predict` file hooks (`read_input
 `request_rows`, `request_example`, `describe`: `serve` adapts them to HTTP), `export_inputs` (the ONNX graph's
 example inputs), `report_plots`, and the variants hooks (`resolve`, `for_checkpoint`, `metrics_for`,
 `prepare_options`, `run_options`). The rest is machinery a task inherits and does not override (`from_pretrained`,
-`from_config`, `examples`, `infer`, `pad_to_multiple_of`, ...).
+`from_config`, `examples`, `infer`, `pad_to_multiple_of`, ...). The built-in tasks write their hooks outside
+training (predict, serve, the report) as a mixin beside the task (`ClassificationIO` in classification_io.py, ...):
+the task's own module reads as what it trains.
 """
 
 from __future__ import annotations

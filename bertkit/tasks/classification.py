@@ -10,7 +10,8 @@ Pairs are truncated longest-first; segment ids (token_type_ids) mark the second 
   training, the text's label; evaluation and prediction pool the windows' logits per text (mean or max);
 - class weights: a weighted cross-entropy in `compute_loss` (`resolve_class_weights` turns 'balanced' into
   numbers from the training labels).
-Data: GLUE TSV, CSV, JSONL or parquet through `bertkit/data/classification.py`; options in `ClassificationOptions`.
+Data: GLUE TSV, CSV, JSONL or parquet through `bertkit/data/classification.py`; options in `ClassificationOptions`;
+what `bertkit predict`, `serve` and the report need, outside training: `ClassificationIO` (classification_io.py).
 
 Example:
 ```python
@@ -22,8 +23,6 @@ clf.predict(["a gripping, funny film"])[0]["label"]  # one of label_names (a fre
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
-from pathlib import Path
 
 import datasets
 import numpy as np
@@ -38,9 +37,9 @@ from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
 from .base import Task
+from .classification_io import ClassificationIO
 from .multi_label import MultiLabelHead
 from .regression import RegressionHead
-from .requests import RequestError, body_field, check_count, check_text
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
@@ -117,16 +116,6 @@ class ClassificationOptions:
             raise BertkitError(f"{source}: 'class_weights' needs classes; a regression head has none")
 
 
-@dataclass
-class ClassifyRequest:
-    """A request: texts (and their pairs) to label (`requests.py`; `serve`'s POST /predict)."""
-
-    texts: list[str] = body_field("texts to label", examples=[["a gripping, funny film"]])
-    text_pairs: list[str] | None = body_field("the second text of each pair, for a model trained on pairs (MRPC, "
-                                              "RTE, MNLI); one per text", default=None)
-    probs: bool = body_field("add the probability of every label", default=False)
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(axis=-1, keepdims=True)  # [..., num_labels]
     e = np.exp(z)
@@ -177,7 +166,7 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
     return [round(float(w), 6) for w in negatives / counts]
 
 
-class SequenceClassification(Task):
+class SequenceClassification(ClassificationIO, Task):
     name = "sequence-classification"
     Options = ClassificationOptions
     auto_model_class = AutoModelForSequenceClassification
@@ -356,93 +345,6 @@ class SequenceClassification(Task):
             features = self.encode(datasets.Dataset.from_dict(cols))
         outputs = self.infer(features, batch_size, precision)
         return [self._prediction(row, with_probs) for row in self.logits(outputs, features, len(texts))]
-
-    # --- bertkit predict and serve ----------------------------------------------------------------------------
-    def predict_rows(self, rows, batch_size=64, precision="fp32", probs: bool = False, **_):
-        pairs = [r["text_pair"] for r in rows] if rows and "text_pair" in rows[0] else None
-        return self.predict([r["text"] for r in rows], pairs, batch_size, precision, with_probs=probs)
-
-    @staticmethod
-    def echo(row: dict, answer: dict) -> dict:
-        return {**({"id": row["id"]} if "id" in row else {}), "text": row["text"],
-                **({"text_pair": row["text_pair"]} if "text_pair" in row else {}), **answer}
-
-    @classmethod
-    def add_predict_flags(cls, group) -> None:
-        group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
-                           help="text = one text per line (a pair model: text, tab, second text); table = "
-                                "TSV/CSV/JSONL/parquet (auto: by file extension)")
-        group.add_argument("--text-column", help="column with the text (default: the one the run trained on, where "
-                                                   "the table has it, else text, sentence, sentence1, ...)")
-        group.add_argument("--text-pair-column", help="column with the second text of a pair (default: as "
-                                                      "--text-column's)")
-        group.add_argument("--id-column", help="column echoed as each answer's id (default: id, idx or index, where "
-                                               "the table has one)")
-        group.add_argument("--probs", action="store_true", help="add the probability of every label")
-
-    @classmethod
-    def predict_options(cls, args) -> dict:
-        return {"probs": args.probs}
-
-    @classmethod
-    def read_inputs(cls, source: str, args) -> list[dict]:
-        from .classification_io import read_texts
-        from .folders import checkpoint_task
-        from .saved import saved_task
-
-        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs, columns
-        pairs = None if saved is None else saved.options.text_pair_column is not None
-        trained_on = (None, None) if saved is None else (saved.options.text_column, saved.options.text_pair_column)
-        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
-                          trained_on)
-
-    def format_rows(self, rows, answers, args) -> str:
-        import json
-
-        return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
-
-    def request_body(self):
-        return ClassifyRequest, "texts"
-
-    def request_rows(self, body: ClassifyRequest, limits):
-        """Rows {text, (text_pair)}: pairs for a model trained on pairs, single texts for one trained on single texts,
-        either for a checkpoint without bertkit's run config (`pairs` None)."""
-        check_count("texts", len(body.texts), limits)
-        for i, t in enumerate(body.texts):
-            check_text(f"texts[{i}]", t, limits)
-        if body.text_pairs is None:
-            if self.pairs:
-                raise RequestError("text_pairs", "this model classifies pairs of texts: give text_pairs, one per text")
-            rows = [{"text": t} for t in body.texts]
-        elif self.pairs is False:
-            raise RequestError("text_pairs", "this model classifies single texts: leave out text_pairs")
-        elif len(body.text_pairs) != len(body.texts):
-            raise RequestError("text_pairs", f"{len(body.text_pairs)} pairs for {len(body.texts)} texts")
-        else:
-            for i, t in enumerate(body.text_pairs):
-                check_text(f"text_pairs[{i}]", t, limits)
-            rows = [{"text": t, "text_pair": p} for t, p in zip(body.texts, body.text_pairs, strict=True)]
-        return rows, (body.text_pairs is not None, body.probs), {"probs": body.probs}
-
-    def request_example(self):
-        return ClassifyRequest(["warm up"], ["warm up"] if self.pairs else None)
-
-    def describe(self) -> dict:
-        return {"pairs": self.pairs, "problem_type": self.problem_type}
-
-    @cached_property
-    def pairs(self) -> bool | None:
-        """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
-        if self.source and (Path(self.source) / "config.yaml").is_file():
-            return self.options.text_pair_column is not None
-        return None
-
-    @classmethod
-    def report_plots(cls, run, split, predictions, metrics, label_names):
-        from .classification_io import plot_confusion
-
-        image = plot_confusion(run, split, predictions, label_names)
-        return [image] if image else []
 
 
 class SequenceRegression(RegressionHead, SequenceClassification):

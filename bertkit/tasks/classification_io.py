@@ -1,16 +1,116 @@
-"""Sequence classification's inputs and outputs outside training: the files `bertkit predict` reads and the
-confusion-matrix figure of the run report (a request body: `ClassifyRequest`, classification.py). Imported only
-where used (matplotlib is not needed to train)."""
+"""Sequence classification outside training, the `ClassificationIO` half of `SequenceClassification`
+(classification.py): the rows and files `bertkit predict` reads and writes, `serve`'s request body
+(`ClassifyRequest`) and the run report's confusion matrix (matplotlib imported only to draw it)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
+from .requests import RequestError, body_field, check_count, check_text
 
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
 ID_COLUMNS = ("id", "idx", "index")  # GLUE's test files: index
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
+
+
+@dataclass
+class ClassifyRequest:
+    """A request: texts (and their pairs) to label (`requests.py`; `serve`'s POST /predict)."""
+
+    texts: list[str] = body_field("texts to label", examples=[["a gripping, funny film"]])
+    text_pairs: list[str] | None = body_field("the second text of each pair, for a model trained on pairs (MRPC, "
+                                              "RTE, MNLI); one per text", default=None)
+    probs: bool = body_field("add the probability of every label", default=False)
+
+
+class ClassificationIO:
+    """`SequenceClassification`'s hooks outside training (`Task`'s, base.py): `bertkit predict`'s rows and files,
+    `serve`'s request body, the report's figure."""
+
+    def predict_rows(self, rows, batch_size=64, precision="fp32", probs: bool = False, **_):
+        pairs = [r["text_pair"] for r in rows] if rows and "text_pair" in rows[0] else None
+        return self.predict([r["text"] for r in rows], pairs, batch_size, precision, with_probs=probs)
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        return {**({"id": row["id"]} if "id" in row else {}), "text": row["text"],
+                **({"text_pair": row["text_pair"]} if "text_pair" in row else {}), **answer}
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
+                           help="text = one text per line (a pair model: text, tab, second text); table = "
+                                "TSV/CSV/JSONL/parquet (auto: by file extension)")
+        group.add_argument("--text-column", help="column with the text (default: the one the run trained on, where "
+                                                   "the table has it, else text, sentence, sentence1, ...)")
+        group.add_argument("--text-pair-column", help="column with the second text of a pair (default: as "
+                                                      "--text-column's)")
+        group.add_argument("--id-column", help="column echoed as each answer's id (default: id, idx or index, where "
+                                               "the table has one)")
+        group.add_argument("--probs", action="store_true", help="add the probability of every label")
+
+    @classmethod
+    def predict_options(cls, args) -> dict:
+        return {"probs": args.probs}
+
+    @classmethod
+    def read_inputs(cls, source: str, args) -> list[dict]:
+        from .folders import checkpoint_task
+        from .saved import saved_task
+
+        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs, columns
+        pairs = None if saved is None else saved.options.text_pair_column is not None
+        trained_on = (None, None) if saved is None else (saved.options.text_column, saved.options.text_pair_column)
+        return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
+                          trained_on)
+
+    def format_rows(self, rows, answers, args) -> str:
+        return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
+
+    def request_body(self):
+        return ClassifyRequest, "texts"
+
+    def request_rows(self, body: ClassifyRequest, limits):
+        """Rows {text, (text_pair)}: pairs for a model trained on pairs, single texts for one trained on single texts,
+        either for a checkpoint without bertkit's run config (`pairs` None)."""
+        check_count("texts", len(body.texts), limits)
+        for i, t in enumerate(body.texts):
+            check_text(f"texts[{i}]", t, limits)
+        if body.text_pairs is None:
+            if self.pairs:
+                raise RequestError("text_pairs", "this model classifies pairs of texts: give text_pairs, one per text")
+            rows = [{"text": t} for t in body.texts]
+        elif self.pairs is False:
+            raise RequestError("text_pairs", "this model classifies single texts: leave out text_pairs")
+        elif len(body.text_pairs) != len(body.texts):
+            raise RequestError("text_pairs", f"{len(body.text_pairs)} pairs for {len(body.texts)} texts")
+        else:
+            for i, t in enumerate(body.text_pairs):
+                check_text(f"text_pairs[{i}]", t, limits)
+            rows = [{"text": t, "text_pair": p} for t, p in zip(body.texts, body.text_pairs, strict=True)]
+        return rows, (body.text_pairs is not None, body.probs), {"probs": body.probs}
+
+    def request_example(self):
+        return ClassifyRequest(["warm up"], ["warm up"] if self.pairs else None)
+
+    def describe(self) -> dict:
+        return {"pairs": self.pairs, "problem_type": self.problem_type}
+
+    @cached_property
+    def pairs(self) -> bool | None:
+        """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
+        if self.source and (Path(self.source) / "config.yaml").is_file():
+            return self.options.text_pair_column is not None
+        return None
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        image = plot_confusion(run, split, predictions, label_names)
+        return [image] if image else []
 
 
 def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,

@@ -44,7 +44,7 @@ from ..typed import option
 from ..utils import write_json
 from .base import Task
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
-from .requests import body_field, check_count, check_text, plain_rows
+from .question_answering_io import QuestionAnsweringIO
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 NO_ANSWER = {"text": "", "score": 0.0, "logit": 0.0, "start": 0, "end": 0}  # a context without any token
@@ -78,20 +78,6 @@ class QuestionAnsweringOptions:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
 
 
-@dataclass
-class Question:
-    question: str
-    context: str
-    id: str | int | None = None
-
-
-@dataclass
-class QARequest:
-    """A request: questions, each with its context (`requests.py`; `serve`'s POST /predict)."""
-
-    questions: list[Question] = body_field("questions, each with the context holding its answer")
-
-
 def window_rows(features, chunk: int = 1024):
     """(question, offsets [tokens, 2], context_start, context_end) of each window, in order, read `chunk` windows at
     a time (from Arrow: one array of offsets per chunk, not Python lists)."""
@@ -109,7 +95,7 @@ def window_rows(features, chunk: int = 1024):
             yield int(q[w]), flat[bounds[w]:bounds[w + 1]], int(start[w]), int(end[w])
 
 
-class QuestionAnswering(Task):
+class QuestionAnswering(QuestionAnsweringIO, Task):
     name = "question-answering"
     Options = QuestionAnsweringOptions
     auto_model_class = AutoModelForQuestionAnswering
@@ -349,51 +335,6 @@ class QuestionAnswering(Task):
         keys = ("answer", "score", "start", "end") + (("no_answer", "null_odds") if self.allow_no_answer else ()) \
             + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
-
-    # --- bertkit predict (JSONL {question, context, id?} or a SQuAD file: question_answering_io.py) and serve ------
-    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
-        return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
-
-    @classmethod
-    def add_predict_flags(cls, group) -> None:
-        from .question_answering_io import add_flags
-
-        add_flags(group)
-
-    @classmethod
-    def read_inputs(cls, source: str, args) -> list[dict]:
-        from ..data.squad import read_squad_questions
-        from .question_answering_io import check_ids, is_squad_file
-
-        rows = read_squad_questions(source) if is_squad_file(source) else super().read_inputs(source, args)
-        return check_ids(rows, getattr(args, "output_format", "jsonl"))
-
-    def format_rows(self, rows, answers, args) -> str:
-        if getattr(args, "output_format", "jsonl") != "squad":
-            return super().format_rows(rows, answers, args)
-        from .question_answering_io import squad_predictions
-
-        return squad_predictions(rows, answers)
-
-    def request_body(self):
-        return QARequest, "questions"
-
-    def request_rows(self, body: QARequest, limits):
-        check_count("questions", len(body.questions), limits)
-        for i, q in enumerate(body.questions):
-            check_text(f"questions[{i}].question", q.question, limits)
-            check_text(f"questions[{i}].context", q.context, limits)
-        return plain_rows(body.questions), (), {}
-
-    def request_example(self):
-        return QARequest([Question("warm up ?", "warm up")])
-
-    @classmethod
-    def report_plots(cls, run, split, predictions, metrics, label_names):
-        from .question_answering_io import plot_question_types
-
-        image = plot_question_types(run, split, predictions)
-        return [image] if image else []
 
 
 # --- which reference a training question trains on ---------------------------------------------------------

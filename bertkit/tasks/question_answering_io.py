@@ -1,5 +1,6 @@
-"""Extractive QA's inputs and outputs outside training: what `bertkit predict` reads and writes, and the run report's
-figure of exact match and F1 by question word (a request body: `QARequest`, question_answering.py).
+"""Extractive QA outside training, the `QuestionAnsweringIO` half of `QuestionAnswering` (question_answering.py):
+what `bertkit predict` reads and writes, `serve`'s request body (`QARequest`) and the run report's figure of exact
+match and F1 by question word.
 
 `bertkit predict` reads JSONL rows {question, context, id?} (`Task.read_inputs`), or a SQuAD JSON file (`.json`:
 every question of its articles, with its id; answers are not read) and writes JSONL, one answer a line; or, with
@@ -15,15 +16,69 @@ python evaluate-v1.1.py dev-v1.1.json predictions.json
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BertkitError
+from .requests import body_field, check_count, check_text, plain_rows
 
 
-def add_flags(group) -> None:
-    group.add_argument("--output-format", default="jsonl", choices=["jsonl", "squad"],
-                       help="jsonl: one answer a line (default); squad: one object {id: answer}, as the official "
-                            "SQuAD scorer reads predictions (every input needs an id)")
+@dataclass
+class Question:
+    question: str
+    context: str
+    id: str | int | None = None
+
+
+@dataclass
+class QARequest:
+    """A request: questions, each with its context (`requests.py`; `serve`'s POST /predict)."""
+
+    questions: list[Question] = body_field("questions, each with the context holding its answer")
+
+
+class QuestionAnsweringIO:
+    """`QuestionAnswering`'s hooks outside training (`Task`'s, base.py): `bertkit predict`'s rows and files,
+    `serve`'s request body, the report's figure."""
+
+    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
+        return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        group.add_argument("--output-format", default="jsonl", choices=["jsonl", "squad"],
+                           help="jsonl: one answer a line (default); squad: one object {id: answer}, as the official "
+                                "SQuAD scorer reads predictions (every input needs an id)")
+
+    @classmethod
+    def read_inputs(cls, source: str, args) -> list[dict]:
+        from ..data.squad import read_squad_questions
+
+        rows = read_squad_questions(source) if is_squad_file(source) else super().read_inputs(source, args)
+        return check_ids(rows, getattr(args, "output_format", "jsonl"))
+
+    def format_rows(self, rows, answers, args) -> str:
+        if getattr(args, "output_format", "jsonl") != "squad":
+            return super().format_rows(rows, answers, args)
+        return squad_predictions(rows, answers)
+
+    def request_body(self):
+        return QARequest, "questions"
+
+    def request_rows(self, body: QARequest, limits):
+        check_count("questions", len(body.questions), limits)
+        for i, q in enumerate(body.questions):
+            check_text(f"questions[{i}].question", q.question, limits)
+            check_text(f"questions[{i}].context", q.context, limits)
+        return plain_rows(body.questions), (), {}
+
+    def request_example(self):
+        return QARequest([Question("warm up ?", "warm up")])
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        image = plot_question_types(run, split, predictions)
+        return [image] if image else []
 
 
 def is_squad_file(source: str) -> bool:
@@ -47,6 +102,7 @@ def squad_predictions(rows: list[dict], answers: list[dict]) -> str:
     """{id: answer text} as one JSON object (the official scorer's predictions file)."""
     predictions = {str(r["id"]): a["answer"] for r, a in zip(rows, answers, strict=True)}
     return json.dumps(predictions, ensure_ascii=False) + "\n"
+
 
 QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
 

@@ -44,7 +44,7 @@ from ..metrics.ner import NER_BUILTIN
 from ..typed import option
 from .base import Task
 from .casing import add_casing_types, word_casing
-from .requests import body_field, check_count, check_text, check_words
+from .token_classification_io import TokenClassificationIO
 from .windows import merge_windows, word_windows
 
 # Raw text → words: abbreviations (U.S.), numbers with . , : - / (1996-08-22, 3.5), words with inner hyphens or
@@ -99,16 +99,7 @@ class TokenClassificationOptions:
             raise BertkitError(f"{source}: 'hub_columns' names two columns: words, tags")
 
 
-@dataclass
-class TokenRequest:
-    """A request: sentences to tag (`requests.py`; `serve`'s POST /predict)."""
-
-    sentences: list[str | list[str]] = body_field(
-        "raw text (split into words; entities get character offsets) or a list of words",
-        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
-
-
-class TokenClassification(Task):
+class TokenClassification(TokenClassificationIO, Task):
     name = "token-classification"
     Options = TokenClassificationOptions
     auto_model_class = AutoModelForTokenClassification
@@ -233,51 +224,6 @@ class TokenClassification(Task):
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
                 for s, sp, w, t in zip(sentences, spans, tokens, tags, strict=True)]
-
-    # --- bertkit predict and serve: rows {sentence (text or words), doc?, gold?} --------------------------------
-    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
-        docs = [r["doc"] for r in rows] if rows and "doc" in rows[0] else None
-        return self.predict([r["sentence"] for r in rows], batch_size, precision, documents=docs)
-
-    @staticmethod
-    def echo(row: dict, answer: dict) -> dict:
-        gold = {"gold": row["gold"]} if "gold" in row else {}
-        return {**({"id": row["id"]} if "id" in row else {}), **answer, **gold}
-
-    @classmethod
-    def add_predict_flags(cls, group) -> None:
-        from .token_classification_io import add_flags
-
-        add_flags(group)
-
-    @classmethod
-    def read_inputs(cls, source, args):
-        from .token_classification_io import read_sentences
-
-        return read_sentences(source, args.format, args.pretokenized)
-
-    def format_rows(self, rows, answers, args) -> str:
-        from .token_classification_io import format_rows
-
-        return format_rows([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
-
-    def request_body(self):
-        return TokenRequest, "sentences"
-
-    def request_rows(self, body: TokenRequest, limits):
-        check_count("sentences", len(body.sentences), limits)
-        for i, s in enumerate(body.sentences):
-            (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
-        return [{"sentence": s} for s in body.sentences], (), {}
-
-    def request_example(self):
-        return TokenRequest(["warm up"])
-
-    @classmethod
-    def report_plots(cls, run, split, predictions, metrics, label_names):
-        from .token_classification_io import plot_per_type
-
-        return [plot_per_type(run, split, metrics["per_type"])] if "per_type" in metrics else []
 
 
 def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[list[int]]:

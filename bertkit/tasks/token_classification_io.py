@@ -1,5 +1,6 @@
-"""Token classification's inputs and outputs outside training: what `bertkit predict` reads and writes, and the
-per-type F1 figure of the run report (a request body: `TokenRequest`, token_classification.py).
+"""Token classification outside training, the `TokenClassificationIO` half of `TokenClassification`
+(token_classification.py): what `bertkit predict` reads and writes, `serve`'s request body (`TokenRequest`) and the
+run report's per-type F1 figure.
 
 `bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
 character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
@@ -23,21 +24,69 @@ bertkit predict --model runs/conll2003 --input test.txt --format conll --output-
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BertkitError, DataError
+from .requests import body_field, check_count, check_text, check_words
 
 CONLL_SUFFIXES = (".conll", ".iob", ".iob2", ".bio")
 
 
-def add_flags(group) -> None:
-    group.add_argument("--format", default="auto", choices=["auto", "text", "conll", "jsonl"],
-                       help="text = one sentence per line; conll = one word per line; jsonl = {tokens} or {text} a "
-                            "line (auto: by file extension; a file that begins with -DOCSTART- is conll)")
-    group.add_argument("--pretokenized", action="store_true",
-                       help="each input line is words separated by white space (no splitting)")
-    group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
-                       help="JSONL (tags and entities) or CoNLL 'token gold pred' (default jsonl)")
+@dataclass
+class TokenRequest:
+    """A request: sentences to tag (`requests.py`; `serve`'s POST /predict)."""
+
+    sentences: list[str | list[str]] = body_field(
+        "raw text (split into words; entities get character offsets) or a list of words",
+        examples=[["Peter Blackburn flew to Brussels.", ["EU", "rejects", "German", "call"]]])
+
+
+class TokenClassificationIO:
+    """`TokenClassification`'s hooks outside training (`Task`'s, base.py): `bertkit predict`'s rows {sentence (text
+    or words), doc?, gold?} and files, `serve`'s request body, the report's figure."""
+
+    def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
+        docs = [r["doc"] for r in rows] if rows and "doc" in rows[0] else None
+        return self.predict([r["sentence"] for r in rows], batch_size, precision, documents=docs)
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        gold = {"gold": row["gold"]} if "gold" in row else {}
+        return {**({"id": row["id"]} if "id" in row else {}), **answer, **gold}
+
+    @classmethod
+    def add_predict_flags(cls, group) -> None:
+        group.add_argument("--format", default="auto", choices=["auto", "text", "conll", "jsonl"],
+                           help="text = one sentence per line; conll = one word per line; jsonl = {tokens} or {text} "
+                                "a line (auto: by file extension; a file that begins with -DOCSTART- is conll)")
+        group.add_argument("--pretokenized", action="store_true",
+                           help="each input line is words separated by white space (no splitting)")
+        group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
+                           help="JSONL (tags and entities) or CoNLL 'token gold pred' (default jsonl)")
+
+    @classmethod
+    def read_inputs(cls, source, args):
+        return read_sentences(source, args.format, args.pretokenized)
+
+    def format_rows(self, rows, answers, args) -> str:
+        return format_answers([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
+
+    def request_body(self):
+        return TokenRequest, "sentences"
+
+    def request_rows(self, body: TokenRequest, limits):
+        check_count("sentences", len(body.sentences), limits)
+        for i, s in enumerate(body.sentences):
+            (check_text if isinstance(s, str) else check_words)(f"sentences[{i}]", s, limits)
+        return [{"sentence": s} for s in body.sentences], (), {}
+
+    def request_example(self):
+        return TokenRequest(["warm up"])
+
+    @classmethod
+    def report_plots(cls, run, split, predictions, metrics, label_names):
+        return [plot_per_type(run, split, metrics["per_type"])] if "per_type" in metrics else []
 
 
 def _is_conll(source: str, fmt: str) -> bool:
@@ -98,7 +147,7 @@ def read_jsonl_sentences(source: str) -> list[dict]:
     return rows
 
 
-def format_rows(answers: list[dict], output_format: str) -> str:
+def format_answers(answers: list[dict], output_format: str) -> str:
     if output_format == "conll":
         from ..data.conll import conll_lines
 
