@@ -94,6 +94,8 @@ OTHER = [  # inputs that are not files of the corpus
     (EXTRACT[:-3] + ["--layers", "1-9", "--input", str(GOOD / "sentences.txt")], "layer 9 does not exist"),
     (["finetune", "sst2", "--model", "./no/such/model", "--output-dir", "{out}"], "model folder not found"),
     (SST2 + [str(GOOD / "missing.tsv")], "missing.tsv: file not found"),
+    (["extract", "--model", "./no/such/model", "--output", "{out}", "--input", str(GOOD / "missing.txt")],
+     "missing.txt: file not found"),  # the input checked before the model is loaded
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "0"], "must be positive"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-steps", "-1"],
      "'max_steps' and 'epochs' must be positive"),

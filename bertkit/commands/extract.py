@@ -6,6 +6,7 @@ import argparse
 import itertools
 import sys
 import time
+from pathlib import Path
 
 EXAMPLE = """example:
   bertkit extract --model minilm-l6 --input sentences.txt --output feats --layers last4 --combine concat --pool mean
@@ -26,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from ..extract.extractor import SentenceError
     from ..extract.inputs import read_sentences
 
+    if args.input != "-" and not Path(args.input).is_file():  # said before the model is loaded
+        raise DataError("file not found" if not Path(args.input).exists() else "not a file", file=args.input)
     fx = FeatureExtractor(args.model, layers=args.layers, combine=args.combine, pool=args.pool,
                           precision=args.precision, batch_size=args.batch_size, max_length=args.max_length)
     sentences = read_sentences(args.input, args.input_format, fx.tokenizer, args.text_field)
