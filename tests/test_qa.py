@@ -193,7 +193,8 @@ def test_evaluate_and_predict_cli_agree_with_the_run(qa_run, squad_dir, tmp_path
     assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl"),
                  "--precision", "fp32"]) == 0
     answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
-    assert set(answers[0]) == {"id", "answer", "score", "start", "end"} and "id" not in answers[1]
+    assert set(answers[0]) == {"id", "question", "answer", "score", "start", "end"} and "id" not in answers[1]
+    assert [a["question"] for a in answers] == [r["question"] for r in rows]
     run = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()][:5]
     for row, a, r in zip(rows, answers, run, strict=True):  # the run's answers to the same questions
         assert row["context"][a["start"]:a["end"]] == a["answer"]

@@ -256,7 +256,7 @@ def test_evaluate_and_predict_use_the_saved_threshold(v2_run, v2_dir, tmp_path):
     assert main(["predict", "--model", str(out), "--input", str(src), "--output", str(tmp_path / "a.jsonl"),
                  "--precision", "fp32"]) == 0
     answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
-    assert set(answers[0]) == {"id", "answer", "score", "start", "end", "no_answer", "null_odds"}
+    assert set(answers[0]) == {"id", "question", "answer", "score", "start", "end", "no_answer", "null_odds"}
     run = [json.loads(line) for line in (out / "predictions_validation.jsonl").read_text().splitlines()][:6]
     for row, a, r in zip(rows, answers, run, strict=True):  # the run's answers to the same questions
         assert a["no_answer"] == (a["null_odds"] > threshold) == (a["answer"] == "")

@@ -3,8 +3,9 @@ what `bertkit predict` reads and writes, `serve`'s request body (`QARequest`) an
 match and F1 by question word.
 
 `bertkit predict` reads JSONL rows {question, context, id?} (`Task.read_inputs`), or a SQuAD JSON file (`.json`:
-every question of its articles, with its id; answers are not read) and writes JSONL, one answer a line; or, with
-`--output-format squad`, one JSON object {id: answer text} ("" for no answer): the official scorer's predictions file.
+every question of its articles, with its id; answers are not read) and writes JSONL, one answer a line (after its
+id and question); or, with `--output-format squad`, one JSON object {id: answer text} ("" for no answer): the
+official scorer's predictions file.
 
 Example:
 ```
@@ -43,6 +44,11 @@ class QuestionAnsweringIO:
 
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
         return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
+
+    @staticmethod
+    def echo(row: dict, answer: dict) -> dict:
+        """An answer line: the row's id (if any) and question, then the answer (as the run's predictions file)."""
+        return {**({"id": row["id"]} if "id" in row else {}), "question": row["question"], **answer}
 
     @classmethod
     def add_predict_flags(cls, group) -> None:
