@@ -73,14 +73,22 @@ PICKLES = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt"]
 def hub_snapshot(name: str, allow_pickle: bool = False) -> str:
     """A hub id's files as a local folder (the hub's cache: fetched when online, the cached copy offline), so a
     checkpoint on the hub is read as a folder is: its config.json's head, a bertkit run's config.yaml. Other
-    frameworks' weights are left out, and pickle weights unless `allow_pickle`."""
-    from huggingface_hub import snapshot_download
+    frameworks' weights are left out, and pickle weights unless `allow_pickle`. Looked up once a process (a command
+    asks for it several times: its task, its inputs, its model; online, each lookup is a call to the hub)."""
+    from huggingface_hub import constants, snapshot_download
 
-    try:
-        return snapshot_download(name, ignore_patterns=SKIPPED_FILES + ([] if allow_pickle else PICKLES))
-    except Exception as e:  # not found, offline without a cached copy, no connection: many types
-        msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()})") from None
+    key = (name, allow_pickle, constants.HF_HUB_CACHE)
+    if key not in _SNAPSHOTS:
+        skipped = SKIPPED_FILES + ([] if allow_pickle else PICKLES)
+        try:
+            _SNAPSHOTS[key] = snapshot_download(name, ignore_patterns=skipped)
+        except Exception as e:  # not found, offline without a cached copy, no connection: many types
+            msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()})") from None
+    return _SNAPSHOTS[key]
+
+
+_SNAPSHOTS: dict[tuple, str] = {}
 
 
 def checkpoint_config(name: str) -> dict:

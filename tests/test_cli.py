@@ -274,11 +274,17 @@ def test_a_logged_command_carries_no_progress_bars_of_the_libraries_unless_verbo
 
 
 def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
     snapshot = hub_cache_with(run_dir, tmp_path / "hub", "acme/tiny-sst2", monkeypatch)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "texts.txt").write_text("a fine film\n")
+    lookups = []
+    download = huggingface_hub.snapshot_download
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: lookups.append(a) or download(*a, **k))
     assert main(["predict", "--model", "acme/tiny-sst2", "--input", "texts.txt"]) == 0
     assert json.loads(capsys.readouterr().out)["label"] in ("negative", "positive")
+    assert lookups == [("acme/tiny-sst2",)]  # once a process: online, each lookup is a call to the hub
     assert main(["evaluate", "--model", "acme/tiny-sst2"]) == 0
     assert json.loads(capsys.readouterr().out)["examples"] == 64  # the run's own data, from its config.yaml
     assert (tmp_path / "eval_sst2_dev.json").is_file() and not list(snapshot.glob("eval_*"))  # here, not the cache
