@@ -190,6 +190,13 @@ def test_recipes_command_lists_and_shows(capsys):
     assert main(["recipes"]) == 0
     listing = capsys.readouterr().out
     assert all(name in listing for name in ("sst2", "mrpc", "conll2003", "squad")) and "question-answering" in listing
+    assert "\nglue " in listing  # `finetune glue` too, though not a recipe of its own
+    assert main(["recipes", "glue"]) == 0
+    assert "it runs cola, mnli, mrpc, qnli, qqp, rte, sst2, stsb, wnli (`--tasks`" in capsys.readouterr().out
+    assert main(["finetune", "sequence-classification"]) == 2  # a task's name: its recipes are the way in
+    err = capsys.readouterr().err
+    assert "'sequence-classification' is a task, not a recipe: start from one of its recipes (cola, mnli, mrpc, " \
+           "qnli, qqp, rte, sst2, stsb, wnli) and name your files, e.g. bertkit finetune sst2" in err
     assert main(["recipes", "show", "squad"]) == 0
     assert "window_overlap: 128" in capsys.readouterr().out
     assert main(["recipes", "show", "sqaud"]) == 2

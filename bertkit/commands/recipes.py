@@ -7,7 +7,17 @@ import argparse
 EXAMPLE = """example:
   bertkit recipes                 # one line per recipe
   bertkit recipes show conll2003  # the full YAML, with its comments (or: bertkit recipes conll2003)
+  bertkit recipes glue            # what `bertkit finetune glue` runs
 """
+
+
+def glue_text() -> str:
+    """What `finetune glue` is, for the listing (its first line) and `recipes glue`."""
+    from .glue import TASKS
+
+    return ("`bertkit finetune glue`: every GLUE recipe that has data, each as itself, into the BERT paper's "
+            f"Table 1.\nNot a recipe of its own: it runs {', '.join(sorted(TASKS))} (`--tasks` picks some),\neach "
+            "with its recipe (`bertkit recipes NAME` shows one) and the flags given for all; docs/glue_and_heads.md.")
 
 
 def summary(path) -> str:
@@ -32,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     if action == "show":
         if not name:
             raise BertkitError("which recipe? e.g. bertkit recipes show sst2")
+        if name == "glue":
+            print(glue_text())
+            return 0
         path = recipe_path(name)
         load_recipe(name)  # a recipe that does not load is reported, not printed
         print(path.read_text(), end="")
@@ -39,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     for name in recipe_names():
         cfg = load_recipe(name)
         print(f"{name:<10} {cfg.task:<24} {summary(recipe_path(name))}")
+    print(f"{'glue':<10} {'(the GLUE recipes above)':<24} {glue_text().splitlines()[0]}")
     return 0
 
 
