@@ -59,17 +59,17 @@ def _label_list(value, label_names, delimiter: str, path, line, column) -> list:
 def read_classification_file(path, text_column: str, label_column: str | None, label_names: list[str] | None,
                              text_pair_column: str | None = None, max_samples: int | None = None,
                              skip_labels: list[str] = (), problem_type: str = SINGLE, label_delimiter: str = ",",
-                             **read) -> dict:
+                             rows: list[tuple[int, dict]] | None = None, **read) -> dict:
     """Read and validate one file. Returns columns as lists: text, (text_pair), (label).
 
     With `label_column=None` the file is unlabelled (prediction input). With `label_names=None` class labels are
     kept as strings (used to discover the label set of a generic file). Rows labelled with one of
     `skip_labels` are dropped and their count is reported on stderr. `read` (delimiter, quoting, columns) goes to
-    `read_rows`.
+    `read_rows`; `rows`: the file's rows as `read_rows` gave them already (not read again).
     """
     path = Path(path)
     wanted = [c for c in (text_column, text_pair_column, label_column) if c]
-    rows = read_rows(path, required=wanted, **read)
+    rows = read_rows(path, required=wanted, **read) if rows is None else rows
     if skip_labels and label_column:
         kept = [(n, r) for n, r in rows if str(r.get(label_column, "")).strip() not in skip_labels]
         skipped, rows = len(rows) - len(kept), kept

@@ -157,7 +157,7 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
     if pairs and not pair:
         raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
                         f"'{column}'); pass --text-pair-column", file=source, line=1)
-    data = read_classification_file(Path(source), column, None, None, text_pair_column=pair)
+    data = read_classification_file(Path(source), column, None, None, text_pair_column=pair, rows=table)
     if pair:
         rows = [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
     else:
