@@ -87,8 +87,8 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     for key, spec in space.items():  # every key must be a config key: checked here, with its first value
         base.replace(f"search_space.{key}", **{key: spec["choices"][0] if "choices" in spec else spec["low"]})
     task_class = get_task(base.task).resolve(base.task_options)
-    options, data = load_checked(task_class, base, say)
-    base = base.replace("the training data", **vars(options))
+    changes, data = load_checked(task_class, base, say)
+    base = base.replace("the training data", **changes)
     study = None
     if main:
         out.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,12 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("conll_empty.txt", CONLL, "conll_empty.txt"),
     ("conll_only_docstart.txt", CONLL, "no sentences"),
     ("conll_no_type.txt", CONLL, "an entity tag needs a type"),
+    ("conll_jsonl_ids_without_names.jsonl", CONLL, 'conll_jsonl_ids_without_names.jsonl, line 2, field "ner_tags": '
+                                                   "tag id 1: give the tags' names in id order (--label-names"),
+    ("conll_jsonl_uneven.jsonl", CONLL, 'conll_jsonl_uneven.jsonl, line 2, field "ner_tags": expected a list of 2 '
+                                        "tags, one per token"),
+    ("conll_jsonl_spaced_word.jsonl", CONLL, 'conll_jsonl_spaced_word.jsonl, line 2, field "tokens": must be a '
+                                             "non-empty list of words (each non-empty, without white space)"),
     ("squad_answer_mismatch.json", SQUAD, "q-mismatch"),
     ("squad_missing_answers.json", SQUAD, "q-noanswers"),
     ("squad_empty_question.json", SQUAD, "q-empty: empty question"),

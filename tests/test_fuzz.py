@@ -56,6 +56,21 @@ def test_conll_reader(content, tag_column):
     parse(".txt", content, lambda p: read_conll_file(p, tag_column=tag_column))
 
 
+TAGGED = st.recursive(st.none() | st.booleans() | st.integers(-2, 12) | st.sampled_from(["O", "B-PER", "I-LOC", "X",
+                                                                                         "", " ", "a b", "EU"]),
+                      lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+                          st.sampled_from(["tokens", "ner_tags", "id"]), kids, max_size=3), max_leaves=12)
+
+
+@FUZZ
+@given(rows=st.lists(TAGGED, max_size=4), raw=TEXTISH, names=st.sampled_from([None, ["O", "B-PER", "I-PER"]]),
+       tagged=st.sampled_from([True, None, False]))
+def test_tagged_jsonl_reader(rows, raw, names, tagged):
+    parse(".jsonl", "".join(json.dumps(r) + "\n" for r in rows), lambda p: read_conll_file(p, label_names=names,
+                                                                                         tagged=tagged))
+    parse(".jsonl", raw, lambda p: read_conll_file(p, label_names=names, tagged=tagged))
+
+
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
                            st.sampled_from(["data", "paragraphs", "qas", "context", "question", "id", "answers",

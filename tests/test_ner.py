@@ -18,7 +18,7 @@ from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 import bertkit
 from bertkit.cli import main
-from bertkit.config_files import load_recipe
+from bertkit.config_files import load_recipe, load_run_config
 from bertkit.data.conll import (
     conll_lines,
     label_names_for,
@@ -85,6 +85,38 @@ def test_iob1_is_converted_to_iob2_and_reported(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "train.txt: 1 sentences, 8 tokens, tags IOB1, converted to IOB2 (3 entities began with I-)" in err
     assert "valid.txt: 1 sentences, 1 tokens, tags IOB1" in err
+
+
+def test_jsonl_in_the_datasets_layout_reads_as_its_conll_file_does(conll_dir, tmp_path):
+    conll = read_conll_file(conll_dir / "valid.txt")
+    names = label_names_for(conll["tags"])
+    rows = [{"tokens": w, "ner_tags": [names.index(t) if i % 2 else t for t in tags]}  # ids and names alike
+            for i, (w, tags) in enumerate(zip(conll["tokens"], conll["tags"], strict=True))]
+    f = write(tmp_path / "valid.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    data = read_conll_file(f, label_names=names)
+    assert (data["tokens"], data["tags"], data["scheme"]) == (conll["tokens"], conll["tags"], "IOB2")
+    assert data["docs"] == [0] * len(rows)  # a JSONL file is one document
+    iob1 = write(tmp_path / "iob1.jsonl", json.dumps({"words": ["Peter", "Bonn"], "labels": ["I-PER", "I-LOC"]}))
+    data = read_conll_file(iob1, columns=["words", "labels"])  # other field names: the options' hub_columns
+    assert (data["tags"], data["scheme"], data["converted"]) == ([["B-PER", "B-LOC"]], "IOB1", 2)
+    assert "tags" not in read_conll_file(f, tagged=False)
+    assert read_conll_file(f, label_names=names, max_samples=3)["tokens"] == conll["tokens"][:3]
+
+
+def test_a_run_on_jsonl_files_of_the_working_folder_scores_no_recipe_test_file(tiny_bert, conll_dir, tmp_path,
+                                                                                monkeypatch, capsys):
+    for split in ("train", "valid"):
+        conll = read_conll_file(conll_dir / f"{split}.txt", max_samples=64)
+        rows = [{"tokens": w, "ner_tags": t} for w, t in zip(conll["tokens"], conll["tags"], strict=True)]
+        write(tmp_path / f"{split}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
+    assert main(["finetune", "conll2003", "--model", str(tiny_bert), "--train-file", "train.jsonl",
+                 "--validation-files", "valid.jsonl", "--precision", "fp32", "--max-steps", "2",
+                 "--output-dir", "run"]) == 0  # no test.txt here: the recipe's test file is CoNLL-2003's
+    assert "no test set: the recipe's test file test.txt is not in the working folder" in capsys.readouterr().err
+    assert load_run_config(tmp_path / "run" / "config.yaml").test_file is None
+    assert (tmp_path / "run" / "predictions_valid.conll").is_file() and not list((tmp_path / "run").glob("*test*"))
 
 
 def test_label_order_is_o_then_b_i_per_type_alphabetically():

@@ -122,8 +122,8 @@ def test_a_pruned_trial_stops_its_run(tiny_bert, sst2_dir, tmp_path):
     cfg = load_recipe("sst2", {"model": str(tiny_bert), "data_dir": str(sst2_dir), "precision": "fp32",
                                "max_steps": 6, "eval_every": "3", "max_length": 32})
     task = get_task(cfg.task)
-    options, data = load_checked(task, cfg)
-    cfg = cfg.replace("the training data", **vars(options))
+    changes, data = load_checked(task, cfg)
+    cfg = cfg.replace("the training data", **changes)
     trial = Prunes()
     outcome = run_trial(cfg, {"lr": 3e-5}, tmp_path / "trial", data, task, trial, launch.start())
     assert outcome == ("pruned", None) and trial.reported == [3]  # stopped at its first evaluation

@@ -6,6 +6,9 @@ document context; a file without them is one document) and are skipped. The toke
 column and the tag the last one, unless `tag_column` (counted from 0) says otherwise. Every token line of a file
 must have as many columns as the first one.
 
+A `.jsonl` file holds a sentence a line as the Hugging Face datasets layout does, `{"tokens": [...], "ner_tags":
+[...]}` (tags as strings, or as ids into the given label names; the options' `hub_columns` name other fields).
+
 Tags must be `O`, `B-TYPE` or `I-TYPE`. Both IOB schemes are accepted and normalised to IOB2, where every entity
 starts with `B-`: in IOB1 (the original CoNLL-2003 release) `I-` starts an entity and `B-` only separates two
 adjacent entities of one type. The conversion moves no entity boundary as conlleval reads them, so scores do not
@@ -31,12 +34,13 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
-from .readers import iter_lines
+from .readers import iter_lines, read_jsonl
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
 TAG = re.compile(r"(?:O|[BI]-\S+)\Z")
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
 DOCSTART = "-DOCSTART-"
+JSONL_COLUMNS = ("tokens", "ner_tags")  # a JSONL file's words and tags (the datasets layout's names)
 
 
 def _tag_error(tag: str) -> str:
@@ -79,13 +83,16 @@ def scan_conll(source) -> Iterator[tuple[int, list[str]]]:
 
 
 def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = None, max_samples: int | None = None,
-                    tagged: bool | None = True) -> dict:
+                    tagged: bool | None = True, columns=JSONL_COLUMNS) -> dict:
     """Read and validate one CoNLL file. Returns {tokens, tags, docs, scheme, converted}: lists of sentences, of
     their document numbers (counted in `-DOCSTART-` lines), 'IOB1' or
     'IOB2' (the scheme found; tags are always returned in IOB2) and how many tags were converted. With `label_names`,
     every tag must be one of them. `tagged=False` reads tokens only (no `tags`); `tagged=None` reads tags when the
-    file has a second column (prediction input, with or without gold tags)."""
+    file has a second column (prediction input, with or without gold tags). A `.jsonl` file is read by
+    `read_tagged_jsonl` (its `columns`)."""
     path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        return read_tagged_jsonl(path, label_names, max_samples, tagged, columns)
     tokens, tags, docs, changed, doc = [], [], [], 0, 0
     words, word_tags, tag_lines = [], [], []
     width = tag_index = None
@@ -146,6 +153,52 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
     return out
 
 
+def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: int | None = None,
+                      tagged: bool | None = True, columns=JSONL_COLUMNS) -> dict:
+    """JSONL sentences as the Hugging Face datasets layout has them, {"tokens": [words], "ner_tags": [tags]} (other
+    names: `columns`): tags as strings, or as ids into `label_names`. Returns what `read_conll_file` does (one
+    document)."""
+    token_field, tag_field = columns or JSONL_COLUMNS
+    tokens, tags, changed = [], [], 0
+    for n, row in read_jsonl(path):
+        words = row.get(token_field)
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) and len(w.split()) == 1
+                                                                 for w in words):
+            raise DataError("missing" if words is None else "must be a non-empty list of words (each non-empty, "
+                            "without white space)", file=path, line=n, field=token_field)
+        if tagged is None:
+            tagged = tag_field in row  # prediction input: gold tags if the first sentence has them
+        if not tagged:
+            tokens.append(words)
+            continue
+        ids = row.get(tag_field)
+        if not isinstance(ids, list) or len(ids) != len(words):
+            raise DataError("missing" if ids is None else f"expected a list of {len(words)} tags, one per token",
+                            file=path, line=n, field=tag_field)
+        row_tags = []
+        for tag in ids:
+            if isinstance(tag, int) and not isinstance(tag, bool):
+                if not label_names or not 0 <= tag < len(label_names):
+                    raise DataError(f"tag id {tag}: " + ("give the tags' names in id order (--label-names O,B-PER,...)"
+                                                         if not label_names else f"not below {len(label_names)}"),
+                                    file=path, line=n, field=tag_field)
+                tag = label_names[tag]
+            if not isinstance(tag, str) or not TAG.match(tag):
+                raise DataError(_tag_error(str(tag)), file=path, line=n, field=tag_field)
+            row_tags.append(tag)
+        iob2, converted = to_iob2(row_tags)
+        bad = [t for t in iob2 if label_names is not None and t not in label_names]
+        if bad:
+            raise DataError(f"tag {bad[0]!r} is not in the label set ({', '.join(label_names)})", file=path, line=n,
+                            field=tag_field)
+        tokens.append(words)
+        tags.append(iob2)
+        changed += converted
+    tokens = tokens[:max_samples] if max_samples is not None else tokens
+    out = {"tokens": tokens, "scheme": "IOB1" if changed else "IOB2", "converted": changed, "docs": [0] * len(tokens)}
+    return {**out, "tags": tags[: len(tokens)]} if tagged else out
+
+
 def _dataset(data: dict) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"tokens": data["tokens"], "tags": data["tags"], "doc": data["docs"]})
 
@@ -175,14 +228,14 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
     if o.label_names:
         _check_label_names(o.label_names, "label_names")
     train_path, eval_at = local_path(data_dir, cfg.train_file), eval_paths(cfg, data_dir)
-    train = read_conll_file(train_path, o.tag_column, o.label_names or None)
+    train = read_conll_file(train_path, o.tag_column, o.label_names or None, columns=o.hub_columns)
     _report(train_path, train)
     label_names = list(o.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
     for path in eval_at:
-        data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples)
+        data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples, columns=o.hub_columns)
         _report(path, data)
         evals[path.stem] = _dataset(data)
     return _dataset(train), evals, label_names
@@ -192,13 +245,13 @@ def load_conll_split(cfg, options, split: str, label_names: list[str], file: str
                      ) -> datasets.Dataset:
     """One tagged evaluation set: an explicit file, or the recipe's file whose stem is `split` ('valid'),
     or its test file ('test'), or (no local data) the hub split of that name."""
-    tag_column = options.tag_column
+    tag_column, columns = options.tag_column, options.hub_columns
     if file:
-        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples))
+        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples, columns=columns))
     path = split_path(cfg, split)
     if path is None:
         return _hub_split(cfg, options, split, label_names, cfg.max_eval_samples)
-    data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples)
+    data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples, columns=columns)
     _report(path, data)
     return _dataset(data)
 

@@ -39,6 +39,14 @@ def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
     return paths
 
 
+def recipe_test_file_absent(cfg) -> bool:
+    """A run on files of the working folder (the training file named by path, no data folder) whose recipe names
+    a test file that is not there: the recipe's test file is its own data's, not this one's (nor the hub's)."""
+    test = Path(cfg.test_file or "")
+    return (bool(cfg.test_file) and resolve_data_dir(cfg) is None and Path(cfg.train_file or "").is_absolute()
+            and not test.is_absolute() and not test.is_file())
+
+
 def offline() -> bool:
     return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
 

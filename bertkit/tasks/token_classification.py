@@ -74,8 +74,8 @@ class TokenClassificationOptions:
                                  "column 0.")
     label_names: list[str] = option([], "Tags in id order (default: from the training file: O, then B-T, I-T for "
                                         "each entity type T in alphabetical order).")
-    hub_columns: list[str] = option(["tokens", "ner_tags"], "Hub column names of the words and of the tags (empty: "
-                                                            "tokens, ner_tags).")
+    hub_columns: list[str] = option(["tokens", "ner_tags"], "Column names of the words and of the tags in JSONL "
+                                                            "files and hub datasets (empty: tokens, ner_tags).")
     label_all_pieces: bool = option(False, "Train on every word piece of a word (its tag; I- on the pieces after a "
                                            "B-), not only on its first piece.")
     window_overlap: int | None = option(None, "Word pieces shared by consecutive windows of a sentence longer than "

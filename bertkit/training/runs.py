@@ -41,8 +41,8 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     task = get_task(cfg.task).resolve(cfg.task_options)
     log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
     with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
-        options, (train, evals, test, label_names) = load_checked(task, cfg, log)
-    cfg = cfg.replace("the run", output_dir=str(out), **vars(options))  # the run's config, built once, frozen
+        changes, (train, evals, test, label_names) = load_checked(task, cfg, log)
+    cfg = cfg.replace("the run", output_dir=str(out), **changes)  # the run's config, built once, frozen
     if not seeds:
         result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle, memory)
         if not launch.is_main_process():
@@ -74,15 +74,22 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
 
 
 def load_checked(task, cfg, log=print):
-    """(the task's options completed from the training data, (train, {name: evaluation examples}, test examples or
+    """(the run config's changes: the task's options completed from the training data, and no test file where the
+    recipe's is not this data's (`recipe_test_file_absent`); (train, {name: evaluation examples}, test examples or
     None, label names)): the run's data read and checked."""
+    from ..data.sources import recipe_test_file_absent
     from ..models import resolve_model
 
     resolve_model(cfg.model)  # a mistyped --model fails before the data is read
     train, evals, label_names = task.load_data(cfg)
-    test = task.load_split(cfg, "test", label_names) if cfg.test_file else None
+    changes = {}
+    if recipe_test_file_absent(cfg):
+        log(f"no test set: the recipe's test file {cfg.test_file} is not in the working folder and there is no data "
+            "folder (--test-file FILE names one)")
+        changes["test_file"] = None
+    test = task.load_split(cfg, "test", label_names) if cfg.test_file and not changes else None
     options = task.prepare_options(cfg.task_options, train, label_names, log)
-    return options, (train, evals, test, label_names)
+    return {**vars(options), **changes}, (train, evals, test, label_names)
 
 
 def train_one(task_class, cfg, train, evals, test, label_names, resume: bool = False, allow_pickle: bool = False,
