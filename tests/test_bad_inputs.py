@@ -70,6 +70,8 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("squad_not_json.json", SQUAD, "squad_not_json.json, line 1: not valid JSON"),
     ("squad_no_data.json", SQUAD, "not SQuAD JSON"),
     ("squad_empty_context.json", SQUAD, "empty context"),
+    ("squad_jsonl_uneven_answers.jsonl", SQUAD, 'squad_jsonl_uneven_answers.jsonl, line 2, field "answers": '
+                                                "'answers' must hold lists 'text' and 'answer_start' of one length"),
     ("squad_v2_impossible_with_answers.json", SQUAD_V2, 'squad_v2_impossible_with_answers.json, line 6, field '
      '"data[0].paragraphs[0].qas[1].answers": question q-impossible: is_impossible is true but it has 1 answer(s)'),
     ("squad_v2_answerable_without_answers.json", SQUAD_V2, 'squad_v2_answerable_without_answers.json, line 6, field '

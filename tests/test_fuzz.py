@@ -74,7 +74,7 @@ def test_tagged_jsonl_reader(rows, raw, names, tagged):
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
                            st.sampled_from(["data", "paragraphs", "qas", "context", "question", "id", "answers",
-                                            "text", "answer_start", "title", "is_impossible"]), kids, max_size=5),
+                                            "text", "answer_start", "title", "is_impossible"]), kids, max_size=6),
                        max_leaves=30)
 
 
@@ -83,6 +83,9 @@ JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_s
 def test_squad_reader(doc, raw, skip, no_answer):
     parse(".json", json.dumps(doc), lambda p: read_squad_file(p, skip_bad=skip, no_answer=no_answer))
     parse(".json", raw, lambda p: read_squad_file(p, skip_bad=skip, no_answer=no_answer))
+    rows = doc if isinstance(doc, list) else [doc]  # JSONL in the datasets layout: a question a line
+    parse(".jsonl", "".join(json.dumps(r) + "\n" for r in rows), lambda p: read_squad_file(p, skip, None, no_answer))
+    parse(".jsonl", raw, lambda p: read_squad_file(p, skip_bad=skip, no_answer=no_answer))
 
 
 @FUZZ

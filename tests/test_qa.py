@@ -39,6 +39,29 @@ def test_loader_reads_ids_questions_and_all_reference_answers(squad_dir):
         answers["text"][0])
 
 
+def as_jsonl(questions, path):
+    """Questions as the Hugging Face datasets layout writes them, a question a line (`Dataset.to_json`)."""
+    questions.to_json(path, lines=True)
+    return path
+
+
+def test_jsonl_in_the_datasets_layout_reads_as_its_squad_file_does(squad_dir, tmp_path):
+    questions, _ = read_squad_file(squad_dir / "validation.json")
+    jsonl = as_jsonl(questions, tmp_path / "validation.jsonl")
+    again, skipped = read_squad_file(jsonl)
+    assert again.to_list() == questions.to_list() and skipped == 0
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    rows[3]["answers"]["answer_start"][0] += 1  # an answer that is not where it says
+    rows[5]["id"] = rows[4]["id"]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as e:
+        read_squad_file(jsonl)
+    assert str(e.value).startswith(f"{jsonl}, line 4, field \"answers[0].answer_start\": question {rows[3]['id']}: ")
+    with pytest.raises(DataError, match=f'line 6, field "id": question {rows[4]["id"]}: duplicate id \\(first at '
+                                        "line 5\\)"):
+        read_squad_file(jsonl, skip_bad=True)
+
+
 def mutate(directory, edit, name="train.json"):
     obj = json.loads((directory / name).read_text())
     edit(obj["data"][0]["paragraphs"])

@@ -31,13 +31,18 @@ def v2_run(tmp_path_factory, tiny_bert, v2_dir):
 
 
 # --- loading and validation ------------------------------------------------------------------------------------
-def test_v2_loader_keeps_unanswerable_questions_with_empty_answers(v2_dir):
+def test_v2_loader_keeps_unanswerable_questions_with_empty_answers(v2_dir, tmp_path):
     questions, skipped = read_squad_file(v2_dir / "validation.json", no_answer=True)
     assert len(questions) == 48 and skipped == 0
     assert questions[1]["answers"] == {"text": [], "answer_start": []}  # plausible_answers are not answers
     answers = questions[0]["answers"]
     assert questions[0]["context"][answers["answer_start"][0]:].startswith(answers["text"][0])
     assert sum(not a["text"] for a in questions["answers"]) == 24
+    questions.to_json(tmp_path / "validation.jsonl", lines=True)  # the datasets layout, a question a line
+    again, _ = read_squad_file(tmp_path / "validation.jsonl", no_answer=True)
+    assert again.to_list() == questions.to_list()  # empty answers: unanswerable
+    with pytest.raises(DataError, match="no answers"):
+        read_squad_file(tmp_path / "validation.jsonl")  # SQuAD v1.1 (the squad recipe) refuses them
 
 
 def edit_question(directory, i, **fields):

@@ -2,8 +2,9 @@
 
 `answers` has the hub format `{"text": [...], "answer_start": [...]}` (character offsets into the context). Sources:
 the official JSON layout (`{"data": [{"paragraphs": [{"context", "qas": [{"id", "question", "answers"}]}]}]}`)
-under `data_dir`, or, without local data, the recipe's hub dataset (`rajpurkar/squad`, `rajpurkar/squad_v2`,
-online only).
+or JSONL in the Hugging Face datasets layout (a question a line: `{"id", "question", "context", "answers": {"text":
+[...], "answer_start": [...]}}`) under `data_dir`, or, without local data, the recipe's hub dataset
+(`rajpurkar/squad`, `rajpurkar/squad_v2`, online only).
 
 SQuAD 2.0 (`no_answer=True`; the recipe's `allow_no_answer`): a question may be unanswerable, marked
 `"is_impossible": true` with `"answers": []` (its `plausible_answers` are ignored); its `answers` column is then
@@ -35,7 +36,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
-from .readers import _text
+from .readers import _text, read_jsonl
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
 logger = logging.getLogger("bertkit")
@@ -50,14 +51,19 @@ class AnswerMismatch(DataError):
     """An `answer_start` that does not point at its answer text in the context (skippable)."""
 
 
+def _in(where: str, field: str) -> str:
+    """A field's path: `field` inside the object at `where` (a JSONL line's own fields: `where` is empty)."""
+    return f"{where}.{field}" if where else field
+
+
 def _get(obj, key: str, kind: type, source, where: str):
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=source, field=where)
     if key not in obj:
-        raise DataError(f"missing field '{key}'", file=source, field=f"{where}.{key}")
+        raise DataError(f"missing field '{key}'", file=source, field=_in(where, key))
     if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
         raise DataError(f"'{key}' must be a {kind.__name__}, got {obj[key]!r:.80}", file=source,
-                        field=f"{where}.{key}")
+                        field=_in(where, key))
     return obj[key]
 
 
@@ -69,22 +75,22 @@ def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool
             hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
                 else ""
             raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one){hint}",
-                            file=source, field=f"{where}.answers")
+                            file=source, field=_in(where, "answers"))
         return False
     if flag is not None and not isinstance(flag, bool):
         raise DataError(f"question {qid}: 'is_impossible' must be true or false, got {flag!r:.40}", file=source,
-                        field=f"{where}.is_impossible")
+                        field=_in(where, "is_impossible"))
     if not isinstance(answers, list):
         raise DataError(f"question {qid}: 'answers' must be a list ([] for an unanswerable question), got "
-                        f"{answers!r:.40}", file=source, field=f"{where}.answers")
+                        f"{answers!r:.40}", file=source, field=_in(where, "answers"))
     if flag and answers:
         raise DataError(f"question {qid}: is_impossible is true but it has {len(answers)} answer(s) (an unanswerable "
                         'SQuAD 2.0 question has "answers": []; candidate spans go in "plausible_answers")',
-                        file=source, field=f"{where}.answers")
+                        file=source, field=_in(where, "answers"))
     if flag is False and not answers:
         raise DataError(f"question {qid}: no answers, but is_impossible is false (an answerable SQuAD 2.0 question "
                         "has at least one; an unanswerable one is marked is_impossible: true)", file=source,
-                        field=f"{where}.answers")
+                        field=_in(where, "answers"))
     return not answers
 
 
@@ -94,16 +100,17 @@ def check_question(qa, context: str, source, where: str, no_answer: bool = False
     answer) its answers are not read and the row has none."""
     qid = _get(qa, "id", str, source, where)
     if not qid.strip():
-        raise DataError("empty question id", file=source, field=f"{where}.id")
+        raise DataError("empty question id", file=source, field=_in(where, "id"))
     if not isinstance(context, str) or not context.strip():
-        raise DataError(f"question {qid}: empty context", file=source, field=f"{where.rsplit('.qas', 1)[0]}.context")
+        raise DataError(f"question {qid}: empty context", file=source,
+                        field=_in(where.rsplit(".qas", 1)[0], "context"))
     question = qa.get("question")
     if question is None:
-        raise DataError(f"question {qid}: missing field 'question'", file=source, field=f"{where}.question")
+        raise DataError(f"question {qid}: missing field 'question'", file=source, field=_in(where, "question"))
     if not isinstance(question, str) or not question.strip():
         raise DataError(f"question {qid}: " + ("empty question" if isinstance(question, str) else
                                                f"the question must be text, got {question!r:.80}"),
-                        file=source, field=f"{where}.question")
+                        file=source, field=_in(where, "question"))
     if not with_answers:
         return {"id": qid, "question": question.strip(), "context": context}
     answers = qa.get("answers")
@@ -115,15 +122,15 @@ def check_question(qa, context: str, source, where: str, no_answer: bool = False
         text, start = (answer.get("text"), answer.get("answer_start")) if isinstance(answer, dict) else (None, None)
         if not isinstance(text, str) or not text.strip():
             raise DataError(f"question {qid}: answer {k} has no text", file=source,
-                            field=f"{where}.answers[{k}].text")
+                            field=_in(where, f"answers[{k}].text"))
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
             raise DataError(f"question {qid}: answer {k} needs a character offset 'answer_start' (an integer "
-                            f"≥ 0), got {start!r}", file=source, field=f"{where}.answers[{k}].answer_start")
+                            f"≥ 0), got {start!r}", file=source, field=_in(where, f"answers[{k}].answer_start"))
         found = context[start:start + len(text)]
         if found != text:
             raise AnswerMismatch(f"question {qid}: answer_start {start} does not index the answer {text!r} (the "
                                  f"context there reads {found!r}); {SKIP_HINT}", file=source,
-                                 field=f"{where}.answers[{k}].answer_start")
+                                 field=_in(where, f"answers[{k}].answer_start"))
         texts.append(text)
         starts.append(start)
     return {"id": qid, "question": question.strip(), "context": context,
@@ -150,27 +157,28 @@ def _at_line(e: DataError, line: int | None) -> DataError:
 def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None,
                       no_answer: bool = False, line_of=None, with_answers: bool = True) -> tuple[dict, int]:
     """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions).
-    `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors; `with_answers`: as
-    `check_question`'s."""
+    `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors, unless a record carries its line
+    as a fourth item (JSONL); `with_answers`: as `check_question`'s."""
     columns: dict[str, list] = {"id": [], "question": [], "context": [], **({"answers": []} if with_answers else {})}
     seen: dict[str, str] = {}
     skipped = 0
     line_of = line_of or (lambda qid, nth=0: None)
-    for where, qa, context in records:
+    for where, qa, context, *line in records:
         qid = qa.get("id") if isinstance(qa, dict) else None
+        at = line[0] if line else line_of(qid)  # a JSONL question's own line
         try:
             row = check_question(qa, context, source, where, no_answer, with_answers)
         except AnswerMismatch as e:
             if not skip_bad:
-                raise _at_line(e, line_of(qid)) from None
+                raise _at_line(e, at) from None
             skipped += 1
             continue
         except DataError as e:
-            raise _at_line(e, line_of(qid)) from None
+            raise _at_line(e, at) from None
         if row["id"] in seen:
             raise DataError(f"question {row['id']}: duplicate id (first at {seen[row['id']]})", file=source,
-                            line=line_of(qid, nth=1), field=f"{where}.id")
-        seen[row["id"]] = where
+                            line=line[0] if line else line_of(qid, nth=1), field=_in(where, "id"))
+        seen[row["id"]] = where or f"line {line[0]}"
         for key, value in row.items():
             columns[key].append(value)
     if skipped:
@@ -197,11 +205,16 @@ def _records(obj, path: Path):
 
 def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None,
                     no_answer: bool = False) -> tuple[datasets.Dataset, int]:
-    """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`): (questions, number skipped). All
-    questions are validated, then the first `max_samples` are kept."""
+    """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`), or a `.jsonl` file of questions in the
+    Hugging Face datasets layout (`_jsonl_records`): (questions, number skipped). All questions are validated, then
+    the first `max_samples` are kept."""
     path = Path(path)
-    text, obj = _json_file(path)
-    columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer, _id_lines(text))
+    if path.suffix.lower() == ".jsonl":  # the Hugging Face datasets layout, a question a line
+        columns, skipped = collect_questions(_jsonl_records(path), path, skip_bad, max_samples, no_answer)
+    else:
+        text, obj = _json_file(path)
+        columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer,
+                                             _id_lines(text))
     return datasets.Dataset.from_dict(columns, features=FEATURES), skipped
 
 
@@ -222,12 +235,30 @@ def _json_file(path: Path) -> tuple[str, object]:
         raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
 
 
+def _listed(answers, source, where: str, line: int | None = None):
+    """The datasets layout's answers, {text: [...], answer_start: [...]}, as SQuAD's list of {text, answer_start}
+    (a list is kept as it is, anything else left for `check_question` to refuse)."""
+    if not isinstance(answers, dict):
+        return answers
+    texts, starts = answers.get("text"), answers.get("answer_start")
+    if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
+        raise DataError("'answers' must hold lists 'text' and 'answer_start' of one length", file=source, line=line,
+                        field=_in(where, "answers"))
+    return [{"text": t, "answer_start": s} for t, s in zip(texts, starts, strict=True)]
+
+
+def _jsonl_records(path: Path):
+    """(where, qa, context, line) of a JSONL file, a question a line as the datasets layout has it: {id, question,
+    context, answers: {text: [...], answer_start: [...]}} (SQuAD's list of answers, and 2.0's is_impossible, too)."""
+    for n, row in read_jsonl(path):
+        yield "", {**row, "answers": _listed(row.get("answers"), path, "", n)}, row.get("context"), n
+
+
 def _hub_records(ds: datasets.Dataset):
     for i, row in enumerate(ds):
-        answers = row.get("answers") or {}
-        qa = {"id": row.get("id"), "question": row.get("question"), "answers": [
-            {"text": t, "answer_start": s}
-            for t, s in zip(answers.get("text", []), answers.get("answer_start", []), strict=True)]}
+        qa = {"id": row.get("id"), "question": row.get("question"),
+              "answers": _listed(row.get("answers") or {"text": [], "answer_start": []}, "the hub dataset",
+                                 f"rows[{i}]")}
         yield f"rows[{i}]", qa, row.get("context") or ""
 
 
