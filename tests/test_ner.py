@@ -93,14 +93,16 @@ def test_jsonl_in_the_datasets_layout_reads_as_its_conll_file_does(conll_dir, tm
     rows = [{"tokens": w, "ner_tags": [names.index(t) if i % 2 else t for t in tags]}  # ids and names alike
             for i, (w, tags) in enumerate(zip(conll["tokens"], conll["tags"], strict=True))]
     f = write(tmp_path / "valid.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    data = read_conll_file(f, label_names=names)
+    data = read_conll_file(f, label_names=names, tag_ids=names)
     assert (data["tokens"], data["tags"], data["scheme"]) == (conll["tokens"], conll["tags"], "IOB2")
+    with pytest.raises(DataError, match='line 2, field "ner_tags": tag id .*: give the tags\' names in id order'):
+        read_conll_file(f, label_names=names)  # names derived from other data: the ids need not follow their order
     assert data["docs"] == [0] * len(rows)  # a JSONL file is one document
     iob1 = write(tmp_path / "iob1.jsonl", json.dumps({"words": ["Peter", "Bonn"], "labels": ["I-PER", "I-LOC"]}))
     data = read_conll_file(iob1, columns=["words", "labels"])  # other field names: the options' hub_columns
     assert (data["tags"], data["scheme"], data["converted"]) == ([["B-PER", "B-LOC"]], "IOB1", 2)
     assert "tags" not in read_conll_file(f, tagged=False)
-    assert read_conll_file(f, label_names=names, max_samples=3)["tokens"] == conll["tokens"][:3]
+    assert read_conll_file(f, label_names=names, max_samples=3, tag_ids=names)["tokens"] == conll["tokens"][:3]
 
 
 def test_a_run_on_jsonl_files_of_the_working_folder_scores_no_recipe_test_file(tiny_bert, conll_dir, tmp_path,

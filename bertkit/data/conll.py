@@ -83,16 +83,16 @@ def scan_conll(source) -> Iterator[tuple[int, list[str]]]:
 
 
 def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = None, max_samples: int | None = None,
-                    tagged: bool | None = True, columns=JSONL_COLUMNS) -> dict:
+                    tagged: bool | None = True, columns=JSONL_COLUMNS, tag_ids: list[str] | None = None) -> dict:
     """Read and validate one CoNLL file. Returns {tokens, tags, docs, scheme, converted}: lists of sentences, of
     their document numbers (counted in `-DOCSTART-` lines), 'IOB1' or
     'IOB2' (the scheme found; tags are always returned in IOB2) and how many tags were converted. With `label_names`,
     every tag must be one of them. `tagged=False` reads tokens only (no `tags`); `tagged=None` reads tags when the
     file has a second column (prediction input, with or without gold tags). A `.jsonl` file is read by
-    `read_tagged_jsonl` (its `columns`)."""
+    `read_tagged_jsonl` (its `columns`, `tag_ids`)."""
     path = Path(path)
     if path.suffix.lower() == ".jsonl":
-        return read_tagged_jsonl(path, label_names, max_samples, tagged, columns)
+        return read_tagged_jsonl(path, label_names, max_samples, tagged, columns, tag_ids)
     tokens, tags, docs, changed, doc = [], [], [], 0, 0
     words, word_tags, tag_lines = [], [], []
     width = tag_index = None
@@ -154,9 +154,10 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
 
 
 def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: int | None = None,
-                      tagged: bool | None = True, columns=JSONL_COLUMNS) -> dict:
+                      tagged: bool | None = True, columns=JSONL_COLUMNS, tag_ids: list[str] | None = None) -> dict:
     """JSONL sentences as the Hugging Face datasets layout has them, {"tokens": [words], "ner_tags": [tags]} (other
-    names: `columns`): tags as strings, or as ids into `label_names`. Returns what `read_conll_file` does (one
+    names: `columns`): tags as strings, or as ids into `tag_ids` (the names the user gave, in id order: never names
+    derived from other data, whose order the ids need not follow). Returns what `read_conll_file` does (one
     document)."""
     token_field, tag_field = columns or JSONL_COLUMNS
     tokens, tags, changed = [], [], 0
@@ -178,11 +179,11 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
         row_tags = []
         for tag in ids:
             if isinstance(tag, int) and not isinstance(tag, bool):
-                if not label_names or not 0 <= tag < len(label_names):
+                if not tag_ids or not 0 <= tag < len(tag_ids):
                     raise DataError(f"tag id {tag}: " + ("give the tags' names in id order (--label-names O,B-PER,...)"
-                                                         if not label_names else f"not below {len(label_names)}"),
+                                                         if not tag_ids else f"not below {len(tag_ids)}"),
                                     file=path, line=n, field=tag_field)
-                tag = label_names[tag]
+                tag = tag_ids[tag]
             if not isinstance(tag, str) or not TAG.match(tag):
                 raise DataError(_tag_error(str(tag)), file=path, line=n, field=tag_field)
             row_tags.append(tag)
@@ -228,14 +229,16 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
     if o.label_names:
         _check_label_names(o.label_names, "label_names")
     train_path, eval_at = local_path(data_dir, cfg.train_file), eval_paths(cfg, data_dir)
-    train = read_conll_file(train_path, o.tag_column, o.label_names or None, columns=o.hub_columns)
+    given = list(o.label_names) or None  # names in id order, for a JSONL file's tag ids
+    train = read_conll_file(train_path, o.tag_column, given, columns=o.hub_columns, tag_ids=given)
     _report(train_path, train)
     label_names = list(o.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
     evals = {}
     for path in eval_at:
-        data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples, columns=o.hub_columns)
+        data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples, columns=o.hub_columns,
+                               tag_ids=given)
         _report(path, data)
         evals[path.stem] = _dataset(data)
     return _dataset(train), evals, label_names
@@ -245,13 +248,14 @@ def load_conll_split(cfg, options, split: str, label_names: list[str], file: str
                      ) -> datasets.Dataset:
     """One tagged evaluation set: an explicit file, or the recipe's file whose stem is `split` ('valid'),
     or its test file ('test'), or (no local data) the hub split of that name."""
-    tag_column, columns = options.tag_column, options.hub_columns
+    # a JSONL file's tag ids: into the names given (a run's own labels, for a run folder), never derived ones
+    tag_column, read = options.tag_column, dict(columns=options.hub_columns, tag_ids=list(options.label_names) or None)
     if file:
-        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples, columns=columns))
+        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples, **read))
     path = split_path(cfg, split)
     if path is None:
         return _hub_split(cfg, options, split, label_names, cfg.max_eval_samples)
-    data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples, columns=columns)
+    data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples, **read)
     _report(path, data)
     return _dataset(data)
 
