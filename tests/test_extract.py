@@ -108,12 +108,22 @@ def test_conll_input_one_row_per_word_and_sentence_level_output(tiny_bert, tmp_p
     assert main(["extract", "--model", str(tiny_bert), "--input", str(conll), "--output", str(out2), "--pool",
                  "cls", "--layers", "last", "--format", "safetensors"]) == 0
     assert [v.shape for _, v in FeatureReader(out2)] == [(32,), (32,)]
+    # the same words as JSONL in the datasets layout (--text-field tokens): the same rows
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"tokens": ["EU", "rejects"], "ner_tags": [3, 0]}\n{"tokens": ["Peter"], "ner_tags": [1]}\n')
+    out3 = tmp_path / "h"
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(jsonl), "--output", str(out3), "--pool",
+                 "first", "--layers", "all", "--combine", "mean", "--text-field", "tokens"]) == 0
+    for (words, rows), (words3, rows3) in zip(FeatureReader(out), FeatureReader(out3), strict=True):
+        assert words3 == words and np.array_equal(rows3, rows)
 
 
 @pytest.mark.parametrize("content, args, message", [
     ("a sentence\n\nanother\n", [], "line 2: empty text"),
     ("", [], "file is empty"),
     ('{"txt": "x"}\n', ["--input-format", "jsonl"], 'line 1, field "text": missing text field'),
+    ('{"text": ["EU", "New York"]}\n', ["--input-format", "jsonl"],
+     'line 1, field "text": a list of words must hold non-empty words without white space'),
     ("ok\n", ["--layers", "9"], "layer 9 does not exist"),
     ("ok\n" + "word " * 600 + "\n", ["--input-format", "pretokenized"], "line 2: 602 word pieces"),
 ])

@@ -73,7 +73,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    help="how word pieces become rows (default mean: one row per word; see below)")
     p.add_argument("--input-format", default="auto", choices=["auto", "text", "pretokenized", "conll", "jsonl"],
                    help="default auto: told by the file's name and first lines")
-    p.add_argument("--text-field", default="text", help="JSONL field with the text (default text)")
+    p.add_argument("--text-field", default="text", help="JSONL field with the text, or with a list of words, one row "
+                                                        "each (e.g. tokens; default text)")
     p.add_argument("--dtype", default="float16", choices=["float16", "float32"],
                    help="of the stored vectors (default float16)")
     p.add_argument("--format", default="npy", choices=["npy", "safetensors"], help="of the shard files (default npy)")

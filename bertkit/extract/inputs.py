@@ -1,7 +1,8 @@
 """Sentences for extraction, streamed from a file: raw text, whitespace-tokenised text, CoNLL, or JSONL.
 
 Each item is (sentence id, words, source line). Raw text is split into words by the model tokenizer's own
-pre-tokenizer (whitespace and punctuation, as BERT sees them); CoNLL keeps the file's words one-to-one.
+pre-tokenizer (whitespace and punctuation, as BERT sees them); CoNLL, and a JSONL field holding a list of words
+(`--text-field tokens` on the datasets layout), keep the file's words one-to-one.
 """
 
 from __future__ import annotations
@@ -53,17 +54,25 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
                 count, words, start = count + 1, [], None
     else:
         for n, line in iter_lines(path):
+            words = None
             if fmt == "jsonl":
                 if not line.strip():
                     continue
                 row = json_object(line, path, n)
                 if text_field not in row:
                     raise DataError("missing text field", file=path, line=n, field=text_field)
-                line = row[text_field] if isinstance(row[text_field], str) else ""
+                value = row[text_field]
+                if isinstance(value, list):  # words (the datasets layout's tokens): one row each, as in CoNLL
+                    if not value or not all(isinstance(w, str) and len(w.split()) == 1 for w in value):
+                        raise DataError("a list of words must hold non-empty words without white space", file=path,
+                                        line=n, field=text_field)
+                    words = value
+                line = value if isinstance(value, str) else " ".join(words or [])
             if not line.strip():
                 raise DataError("empty text (one sentence per line; remove blank lines)", file=path, line=n,
                                 field=text_field if fmt == "jsonl" else None)
-            words = line.split() if fmt == "pretokenized" else split_text(line, tokenizer)
+            if words is None:
+                words = line.split() if fmt == "pretokenized" else split_text(line, tokenizer)
             yield count, words, n
             count += 1
     if count == 0:
