@@ -153,6 +153,20 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
     return out
 
 
+def _sentence_tags(tags: list, label_names: list[str] | None, file, line, field) -> tuple[list[str], int]:
+    """One sentence's tags (a JSONL line's, a hub row's) checked (O, B-T or I-T; one of `label_names` where given)
+    and in IOB2, with how many were converted."""
+    for tag in tags:
+        if not isinstance(tag, str) or not TAG.match(tag):
+            raise DataError(_tag_error(str(tag)), file=file, line=line, field=field)
+    iob2, converted = to_iob2(tags)
+    bad = next((t for t in iob2 if label_names is not None and t not in label_names), None)
+    if bad is not None:
+        raise DataError(f"tag {bad!r} is not in the label set ({', '.join(label_names)})", file=file, line=line,
+                        field=field)
+    return iob2, converted
+
+
 def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: int | None = None,
                       tagged: bool | None = True, columns=JSONL_COLUMNS, tag_ids: list[str] | None = None) -> dict:
     """JSONL sentences as the Hugging Face datasets layout has them, {"tokens": [words], "ner_tags": [tags]} (other
@@ -176,22 +190,13 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
         if not isinstance(ids, list) or len(ids) != len(words):
             raise DataError("missing" if ids is None else f"expected a list of {len(words)} tags, one per token",
                             file=path, line=n, field=tag_field)
-        row_tags = []
         for tag in ids:
-            if isinstance(tag, int) and not isinstance(tag, bool):
-                if not tag_ids or not 0 <= tag < len(tag_ids):
-                    raise DataError(f"tag id {tag}: " + ("give the tags' names in id order (--label-names O,B-PER,...)"
-                                                         if not tag_ids else f"not below {len(tag_ids)}"),
-                                    file=path, line=n, field=tag_field)
-                tag = tag_ids[tag]
-            if not isinstance(tag, str) or not TAG.match(tag):
-                raise DataError(_tag_error(str(tag)), file=path, line=n, field=tag_field)
-            row_tags.append(tag)
-        iob2, converted = to_iob2(row_tags)
-        bad = [t for t in iob2 if label_names is not None and t not in label_names]
-        if bad:
-            raise DataError(f"tag {bad[0]!r} is not in the label set ({', '.join(label_names)})", file=path, line=n,
-                            field=tag_field)
+            if isinstance(tag, int) and not isinstance(tag, bool) and not (tag_ids and 0 <= tag < len(tag_ids)):
+                raise DataError(f"tag id {tag}: " + ("give the tags' names in id order (--label-names O,B-PER,...)"
+                                                     if not tag_ids else f"not below {len(tag_ids)}"),
+                                file=path, line=n, field=tag_field)
+        named = [tag_ids[t] if isinstance(t, int) and not isinstance(t, bool) else t for t in ids]
+        iob2, converted = _sentence_tags(named, label_names, path, n, tag_field)
         tokens.append(words)
         tags.append(iob2)
         changed += converted
@@ -288,14 +293,7 @@ def _hub_split(cfg, options, split: str, label_names: list[str] | None, max_samp
     for row, (words, row_tags) in enumerate(zip(ds[token_column], _hub_tags(ds, tag_column, name), strict=True), 1):
         if not words:  # the hub copy of CoNLL-2003 keeps a few empty rows
             continue
-        for tag in row_tags:
-            if not TAG.match(tag):
-                raise DataError(_tag_error(tag), file=name, line=row, field=tag_column)
-        iob2, _ = to_iob2(row_tags)
-        bad = [t for t in iob2 if label_names is not None and t not in label_names]
-        if bad:
-            raise DataError(f"tag {bad[0]!r} is not in the label set ({', '.join(label_names)})", file=name, line=row,
-                            field=tag_column)
+        iob2, _ = _sentence_tags(row_tags, label_names, name, row, tag_column)
         tokens.append(list(words))
         tags.append(iob2)
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})
