@@ -48,11 +48,9 @@ def recipe_path(name: str) -> Path:
     if not path.is_file():
         own = [r for r in recipe_names() if recipe_task(r) == name]
         if own:  # a task's name: its recipes are where its settings are
-            example = "sst2" if "sst2" in own else own[0]  # the README's recipe for data of your own
             raise BertkitError(f"'{name}' is a task, not a recipe: start from one of its recipes ({', '.join(own)}) "
-                               f"and name your files, e.g. bertkit finetune {example} --train-file FILE "
-                               "--validation-files FILE (`bertkit finetune RECIPE --help` lists the task's flags), "
-                               "or from a recipe file of your own")
+                               "and name your files with --train-file and --validation-files (`bertkit finetune "
+                               "RECIPE --help` lists the task's flags), or from a recipe file of your own")
         hint = difflib.get_close_matches(name, recipe_names(), n=1)
         raise BertkitError(f"unknown recipe '{name}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
                            + f"; available: {', '.join(recipe_names())}")

@@ -196,7 +196,7 @@ def test_recipes_command_lists_and_shows(capsys):
     assert main(["finetune", "sequence-classification"]) == 2  # a task's name: its recipes are the way in
     err = capsys.readouterr().err
     assert "'sequence-classification' is a task, not a recipe: start from one of its recipes (cola, mnli, mrpc, " \
-           "qnli, qqp, rte, sst2, stsb, wnli) and name your files, e.g. bertkit finetune sst2" in err
+           "qnli, qqp, rte, sst2, stsb, wnli) and name your files with --train-file and --validation-files" in err
     assert main(["recipes", "show", "squad"]) == 0
     assert "window_overlap: 128" in capsys.readouterr().out
     assert main(["recipes", "show", "sqaud"]) == 2
