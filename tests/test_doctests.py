@@ -17,6 +17,7 @@ MODULES = [
     "bertkit.config",
     "bertkit.config_files",
     "bertkit.data.conll",
+    "bertkit.data.tags",
     "bertkit.device",
     "bertkit.errors",
     "bertkit.extract.extractor",
