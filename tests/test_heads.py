@@ -87,6 +87,18 @@ def test_predict_and_evaluate_on_a_regression_run(stsb_run, tmp_path, capsys):
     assert result["spearman"] == pytest.approx(metrics["spearman"], abs=1e-6) and result["examples"] == 48
 
 
+def test_predict_reads_a_file_laid_out_as_the_run_read_its_own(stsb_run, tmp_path, capsys):
+    run, data = stsb_run  # trained on the STS Benchmark's files: tab-separated although named .csv, no header
+    assert main(["predict", "--model", str(run), "--input", str(data / "sts-dev.csv")]) == 0
+    preds = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    fields = [line.split("\t") for line in (data / "sts-dev.csv").read_text().splitlines()]
+    assert [(p["id"], p["text"], p["text_pair"]) for p in preds] == [(f[3], f[5], f[6]) for f in fields]
+    (tmp_path / "in.csv").write_text('sentence1,sentence2\n"the film, superb",the story\n')  # a CSV of its own
+    assert main(["predict", "--model", str(run), "--input", str(tmp_path / "in.csv")]) == 0
+    (pred,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (pred["text"], pred["text_pair"]) == ("the film, superb", "the story")
+
+
 def test_multi_label_head_reloads_in_plain_transformers(multi_run):
     run, _ = multi_run
     metrics = json.loads((run / "metrics.json").read_text())["dev"]

@@ -65,8 +65,12 @@ class ClassificationIO:
         saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml (a hub id's too): pairs, columns
         pairs = None if saved is None else saved.options.text_pair_column is not None
         trained_on = (None, None) if saved is None else (saved.options.text_column, saved.options.text_pair_column)
+        layout = None
+        if saved is not None and (saved.options.columns or saved.options.delimiter):  # the STS Benchmark, CoLA
+            o = saved.options
+            layout = {"delimiter": o.separator, "quoting": o.quoting, "columns": list(o.columns)}
         return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
-                          trained_on)
+                          trained_on, layout)
 
     def format_rows(self, rows, answers, args) -> str:
         return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
@@ -115,12 +119,14 @@ class ClassificationIO:
 
 def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,
                pairs: bool | None = None, id_column: str | None = None,
-               trained_on: tuple[str | None, str | None] = (None, None)) -> list[dict]:
+               trained_on: tuple[str | None, str | None] = (None, None), layout: dict | None = None) -> list[dict]:
     """Rows {(id), text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two
     texts split by a tab), TSV, CSV, JSONL or parquet (with an id from `id_column`, else from the first of
     `ID_COLUMNS` the table has). A model trained on pairs gets pairs and one trained on single texts single texts, as
     `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either). Without --text-column
-    (--text-pair-column), a table's text is the column the run trained on (`trained_on`) where the table has it."""
+    (--text-pair-column), a table's text is the column the run trained on (`trained_on`) where the table has it.
+    `layout`: how the run read its delimited files (`delimiter`, `quoting`, header-less `columns`); a delimited
+    file whose first line holds that delimiter is read so (a first row naming the text columns is its header)."""
     from ..data import read_classification_file, read_rows
     from ..data.readers import source_name
 
@@ -144,9 +150,10 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         raise BertkitError("reading a table from standard input is not supported; give a file")
     if pair_column and pairs is False:
         raise BertkitError("--text-pair-column: this model classifies single texts")
-    table = read_rows(Path(source))
-    header = table[0][1] if table else {}
     trained_text, trained_pair = trained_on
+    table = read_rows(Path(source), **_as_trained(Path(source), layout, (text_column or trained_text,
+                                                                         pair_column or trained_pair)))
+    header = table[0][1] if table else {}
     tried = list(dict.fromkeys(c for c in (trained_text, *TEXT_COLUMNS) if c))
     column = text_column or next((c for c in tried if c in header), None)
     if column is None:
@@ -193,3 +200,19 @@ def plot_confusion(run: Path, split: str, preds: list[dict], labels: list[str]) 
     ax.set(xticks=range(len(labels)), yticks=range(len(labels)), xticklabels=labels, yticklabels=labels,
            xlabel="predicted label", ylabel="gold label", title=f"Confusion matrix ({split})")
     return save_figure(fig, run / f"report_confusion_{split}.png")
+
+
+def _as_trained(path: Path, layout: dict | None, text_columns) -> dict:
+    """`read_rows`'s options for a delimited file read as the run read its own (`layout`), where the file's first line
+    holds the run's delimiter; else none (read by the file's extension)."""
+    from ..data.readers import DELIMITERS
+
+    suffix = path.suffix.lower()
+    if not layout or suffix not in DELIMITERS or not path.is_file():
+        return {}
+    delimiter = layout["delimiter"] or DELIMITERS[suffix]
+    with path.open(encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
+    if delimiter not in first:
+        return {}
+    return {**layout, "delimiter": delimiter, "required": [c for c in text_columns if c]}
