@@ -56,6 +56,12 @@ def test_probe_trains_on_frozen_features_and_reports_f1(conll, tiny_bert, tmp_pa
     assert printed == {k: v for k, v in result.items() if k != "history"}
 
 
+def test_probe_caps_its_training_and_validation_sentences(conll, tiny_bert, capsys):
+    assert main(["probe", "conll2003", "--model", str(tiny_bert), "--data-dir", str(conll), "--layers", "all",
+                 "--tagger", "linear", "--epochs", "1", "--max-train-samples", "40", "--max-eval-samples", "10"]) == 0
+    assert "for 40 + 10 sentences" in capsys.readouterr().err
+
+
 def test_probe_refuses_a_non_tagging_recipe(tiny_bert, sst2_dir, capsys):
     assert main(["probe", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir)]) == 2
     assert "needs a tagging recipe" in capsys.readouterr().err

@@ -67,8 +67,9 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--file", help="score this labelled file instead of the recipe's split")
     p.add_argument("--data-dir", help="folder with the data files (default: the run's or recipe's, or "
                                       "$BERTKIT_DATA_DIR/<name>)")
-    p.add_argument("--max-samples", type=int, help="score only the first N examples (default: all of them, "
-                                                     "whatever cap the run evaluated under)")
+    p.add_argument("--max-samples", "--max-eval-samples", dest="max_samples", type=int,
+                   help="score only the first N examples (default: all of them, whatever cap the run evaluated "
+                        "under)")
     p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json; for a hub id, in "
                                     "the working folder)")
     p.set_defaults(func=run)

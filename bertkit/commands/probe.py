@@ -24,8 +24,9 @@ def run(args: argparse.Namespace) -> int:
     from ..tasks import get_task
     from ..utils import write_json
 
-    cfg = load_recipe(args.task, {k: v for k, v in {"data_dir": args.data_dir, "max_train_samples":
-                                                     args.max_train_samples}.items() if v is not None})
+    caps = {"data_dir": args.data_dir, "max_train_samples": args.max_train_samples,
+            "max_eval_samples": args.max_eval_samples}
+    cfg = load_recipe(args.task, {k: v for k, v in caps.items() if v is not None})
     train, evals, labels = get_task(cfg.task).load_data(cfg)
     if not {"tokens", "tags"} <= set(train.column_names):
         raise BertkitError(f"probe needs a tagging recipe (words and their tags); {args.task} is a {cfg.task} "
@@ -76,6 +77,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=42, help="the tagger's initialisation and order (default 42)")
     p.add_argument("--data-dir", help="folder with the task's files (default: $BERTKIT_DATA_DIR/<task>)")
     p.add_argument("--max-train-samples", type=int, help="use only the first N training sentences")
+    p.add_argument("--max-eval-samples", type=int, help="score on only the first N validation sentences")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="the frozen model's compute (default auto: bf16 where the hardware computes it natively "
                    "and faster)")
