@@ -383,6 +383,27 @@ def test_predict_jsonl_of_tokens_or_text_with_ids(ner_run, tmp_path, capsys):
     assert f'{src}, line 2, field "tokens": must be a non-empty list of words' in capsys.readouterr().err
 
 
+def test_predict_jsonl_echoes_its_gold_tags_as_the_conll_file_does(ner_run, conll_dir, tmp_path, capsys):
+    conll = read_conll_file(conll_dir / "valid.txt")
+    src = write(tmp_path / "valid.jsonl", "".join(json.dumps({"tokens": w, "ner_tags": t}) + "\n"
+                                                  for w, t in zip(conll["tokens"], conll["tags"], strict=True)))
+    assert main(["predict", "--model", str(ner_run), "--input", str(src), "--precision", "fp32"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["gold"] for r in rows] == conll["tags"] and all(len(r["tags"]) == len(r["gold"]) for r in rows)
+    write(src, json.dumps({"tokens": ["Peter", "Bonn"], "ner_tags": ["I-PER", "I-LOC"]}) + "\n"
+          + json.dumps({"tokens": ["Peter"], "ner_tags": [1]}) + "\n")
+    assert main(["predict", "--model", str(ner_run), "--input", str(src), "--output-format", "conll"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[0].split()[0] == "Peter" and len(out.out.splitlines()[0].split()) == 2  # no gold
+    assert "tags given as ids (1 sentences) are not echoed" in out.err
+    write(src, json.dumps({"tokens": ["Peter", "Bonn"], "ner_tags": ["I-PER", "I-LOC"]}) + "\n")
+    assert main(["predict", "--model", str(ner_run), "--input", str(src)]) == 0
+    assert json.loads(capsys.readouterr().out)["gold"] == ["B-PER", "B-LOC"]  # IOB1 read as IOB2
+    write(src, json.dumps({"tokens": ["Peter"], "ner_tags": ["S-PER"]}) + "\n")
+    assert main(["predict", "--model", str(ner_run), "--input", str(src)]) == 2
+    assert 'line 1, field "ner_tags": unknown tag \'S-PER\'' in capsys.readouterr().err
+
+
 def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path):
     ner = bertkit.TokenClassification.from_pretrained(str(ner_run))
     (pred,) = ner.predict([["EU", "rejects", "German", "call"]])

@@ -36,7 +36,7 @@ import datasets
 from ..errors import BertkitError, DataError
 from .readers import iter_lines, read_jsonl
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
-from .tags import TAG, _sentence_tags, _tag_error, label_names_for, to_iob2
+from .tags import TAG, _tag_error, label_names_for, sentence_tags, to_iob2
 
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
 DOCSTART = "-DOCSTART-"
@@ -151,7 +151,7 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
                                                      if not tag_ids else f"not below {len(tag_ids)}"),
                                 file=path, line=n, field=tag_field)
         named = [tag_ids[t] if isinstance(t, int) and not isinstance(t, bool) else t for t in ids]
-        iob2, converted = _sentence_tags(named, label_names, path, n, tag_field)
+        iob2, converted = sentence_tags(named, label_names, path, n, tag_field)
         tokens.append(words)
         tags.append(iob2)
         changed += converted
@@ -248,7 +248,7 @@ def _hub_split(cfg, options, split: str, label_names: list[str] | None, max_samp
     for row, (words, row_tags) in enumerate(zip(ds[token_column], _hub_tags(ds, tag_column, name), strict=True), 1):
         if not words:  # the hub copy of CoNLL-2003 keeps a few empty rows
             continue
-        iob2, _ = _sentence_tags(row_tags, label_names, name, row, tag_column)
+        iob2, _ = sentence_tags(row_tags, label_names, name, row, tag_column)
         tokens.append(list(words))
         tags.append(iob2)
     return datasets.Dataset.from_dict({"tokens": tokens, "tags": tags})

@@ -41,7 +41,7 @@ def label_names_for(tag_lists) -> list[str]:
     return ["O"] + [f"{prefix}-{t}" for t in types for prefix in "BI"]
 
 
-def _sentence_tags(tags: list, label_names: list[str] | None, file, line, field) -> tuple[list[str], int]:
+def sentence_tags(tags: list, label_names: list[str] | None, file, line, field) -> tuple[list[str], int]:
     """One sentence's tags (a JSONL line's, a hub row's) checked (O, B-T or I-T; one of `label_names` where given)
     and in IOB2, with how many were converted."""
     for tag in tags:

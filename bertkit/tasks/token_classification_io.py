@@ -6,9 +6,9 @@ run report's per-type F1 figure.
 character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
 auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`): the first column is the
 word and, when there are two or more columns, the last one is the gold tag; or JSONL (`--format jsonl`, auto for
-`.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout) or {"text": raw text}, with an "id" that
-the answer echoes. A model trained with document context reads a CoNLL file's sentences with their `-DOCSTART-`
-documents around them; other inputs are read sentence by sentence.
+`.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout, its "ner_tags" by name the gold tags) or
+{"text": raw text}, with an "id" that the answer echoes. A model trained with document context reads a CoNLL
+file's sentences with their `-DOCSTART-` documents around them; other inputs are read sentence by sentence.
 Output: JSONL, one object per sentence {[id,] [text,] tokens, tags, [gold,] entities}; or, with `--output-format
 conll`, a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold
 tags.
@@ -24,6 +24,7 @@ bertkit predict --model runs/conll2003 --input test.txt --format conll --output-
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,12 @@ class TokenClassificationIO:
 
     @classmethod
     def read_inputs(cls, source, args):
-        return read_sentences(source, args.format, args.pretokenized)
+        from .folders import checkpoint_task
+        from .saved import saved_task
+
+        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml: its JSONL columns
+        columns = tuple(saved.options.hub_columns) if saved is not None and saved.options.hub_columns else None
+        return read_sentences(source, args.format, args.pretokenized, columns)
 
     def format_rows(self, rows, answers, args) -> str:
         return format_answers([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
@@ -100,9 +106,9 @@ def _is_conll(source: str, fmt: str) -> bool:
     return next(iter_lines(path), (0, ""))[1].startswith("-DOCSTART-")
 
 
-def read_sentences(source: str, fmt: str, pretokenized: bool) -> list[dict]:
-    """Rows {sentence (a list of words, or raw text to be split), doc?, gold?}; only CoNLL files have documents
-    and gold tags."""
+def read_sentences(source: str, fmt: str, pretokenized: bool, columns: tuple[str, str] | None = None) -> list[dict]:
+    """Rows {sentence (a list of words, or raw text to be split), doc?, gold?}; only CoNLL files have documents;
+    CoNLL files and JSONL have gold tags (JSONL: its `columns`, words and tags, the run's)."""
     from ..data.conll import read_conll_file
 
     if source != "-" and not Path(source).is_file():
@@ -117,33 +123,50 @@ def read_sentences(source: str, fmt: str, pretokenized: bool) -> list[dict]:
                 row["gold"] = tags
         return rows
     if fmt == "jsonl" or fmt == "auto" and source != "-" and Path(source).suffix.lower() == ".jsonl":
-        return read_jsonl_sentences(source)
+        return read_jsonl_sentences(source, columns)
     from ..data.readers import read_lines
 
     return [{"sentence": line.split() if pretokenized else line.strip()} for _, line in read_lines(source, "sentence")]
 
 
-def read_jsonl_sentences(source: str) -> list[dict]:
-    """Rows {sentence, id?} from JSONL lines {"tokens": [words]} or {"text": "raw text"} (one of the two)."""
+def read_jsonl_sentences(source: str, columns: tuple[str, str] | None = None) -> list[dict]:
+    """Rows {sentence, id?, gold?} from JSONL lines {"tokens": [words]} or {"text": "raw text"} (one of the two),
+    with "ner_tags" (`columns`: other names of the words and the tags) as gold tags where a line has them by name
+    (O, B-TYPE, I-TYPE: IOB1 or IOB2, echoed as IOB2; tag ids are not echoed, their names' order being the data's)."""
+    from ..data.conll import JSONL_COLUMNS
     from ..data.readers import read_jsonl, source_name
+    from ..data.tags import sentence_tags
 
-    name, rows = source_name(source), []
+    token_field, tag_field = columns or JSONL_COLUMNS
+    name, rows, ids = source_name(source), [], 0
     for line, obj in read_jsonl(source):
-        given = [k for k in ("tokens", "text") if k in obj]
-        if len(given) != 1:
-            raise DataError('give either "tokens" (a list of words) or "text"', file=name, line=line,
-                            field="tokens" if not given else None)
+        given = [k for k in dict.fromkeys((token_field, "tokens", "text")) if k in obj][:1]
+        if not given or "text" in obj and given != ["text"]:
+            raise DataError(f'give either "{token_field}" (a list of words) or "text"', file=name, line=line,
+                            field=token_field if not given else None)
         key = given[0]
         value = obj[key]
-        words = value if key == "tokens" and isinstance(value, list) else None
-        if key == "tokens" and (not words or not all(isinstance(w, str) and w.strip() and w.split() == [w]
-                                                     for w in words)):
+        words = value if key != "text" and isinstance(value, list) else None
+        if key != "text" and (not words or not all(isinstance(w, str) and w.strip() and w.split() == [w]
+                                                   for w in words)):
             raise DataError("must be a non-empty list of words (non-empty strings without white space)", file=name,
                             line=line, field=key)
         if key == "text" and (not isinstance(value, str) or not value.strip()):
             raise DataError("empty text" if isinstance(value, str) else f"must be text, got {value!r:.40}",
                             file=name, line=line, field=key)
-        rows.append({**({"id": obj["id"]} if "id" in obj else {}), "sentence": words or value.strip()})
+        row = {**({"id": obj["id"]} if "id" in obj else {}), "sentence": words or value.strip()}
+        tags = obj.get(tag_field) if words else None
+        if isinstance(tags, list) and any(isinstance(t, int) and not isinstance(t, bool) for t in tags):
+            ids += 1
+        elif tags is not None:
+            if not isinstance(tags, list) or len(tags) != len(words):
+                raise DataError(f"expected a list of {len(words)} tags, one per word", file=name, line=line,
+                                field=tag_field)
+            row["gold"] = sentence_tags(tags, None, name, line, tag_field)[0]
+        rows.append(row)
+    if ids:
+        print(f"{name}: tags given as ids ({ids} sentences) are not echoed as gold (their names' order is the "
+              "data's, unknown here)", file=sys.stderr)
     return rows
 
 
@@ -151,7 +174,7 @@ def format_answers(answers: list[dict], output_format: str) -> str:
     if output_format == "conll":
         from ..data.conll import conll_lines
 
-        gold = [a["gold"] for a in answers] if answers and "gold" in answers[0] else None
+        gold = [a["gold"] for a in answers] if answers and all("gold" in a for a in answers) else None
         columns = ([gold] if gold is not None else []) + [[a["tags"] for a in answers]]
         return conll_lines([a["tokens"] for a in answers], *columns)
     return "".join(json.dumps(a) + "\n" for a in answers)
