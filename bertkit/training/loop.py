@@ -340,7 +340,8 @@ class Trainer:
                 "step": state["global_step"], "epoch": round(state["global_step"] / steps_per_epoch, 3), **flat})
         if cfg.report_to:
             acc.log(flat, step=state["global_step"])
-        self.log(f"step {state['global_step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in flat.items())
+        shown = (f"{k} {v:.0f}" if k.endswith("total") else f"{k} {v:.4f}" for k, v in flat.items())  # QA: counts
+        self.log(f"step {state['global_step']}: " + ", ".join(shown)
                  + (" (best)" if improved else ""))
         stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
         if stop:
