@@ -118,6 +118,30 @@ def test_conll_input_one_row_per_word_and_sentence_level_output(tiny_bert, tmp_p
         assert words3 == words and np.array_equal(rows3, rows)
 
 
+def test_a_table_gives_its_text_column_a_sentence_a_row(tiny_bert, tmp_path, capsys):
+    table = tmp_path / "dev.tsv"  # SST-2's layout: a header, the label in the last column
+    table.write_text("sentence\tlabel\nit 's a charming journey . \t1\nbleak and desperate \t0\n")
+    text = tmp_path / "dev.txt"
+    text.write_text("it 's a charming journey .\nbleak and desperate\n")
+    outs = [tmp_path / "t", tmp_path / "x", tmp_path / "c"]
+    for source, out in zip((table, text), outs, strict=False):
+        assert main(["extract", "--model", str(tiny_bert), "--input", str(source), "--output", str(out), "--layers",
+                     "last", "--precision", "fp32"]) == 0
+    (tables, texts) = [list(FeatureReader(out)) for out in outs[:2]]
+    assert [w for w, _ in tables] == [["it", "'", "s", "a", "charming", "journey", "."], ["bleak", "and", "desperate"]]
+    for (words, rows), (words2, rows2) in zip(tables, texts, strict=True):
+        assert words == words2 and np.array_equal(rows, rows2)
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text('id,sentence1,sentence2\n7,"one, two",three four\n')
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(pairs), "--output", str(outs[2]), "--layers",
+                 "last", "--text-field", "sentence2"]) == 0
+    assert [w for w, _ in FeatureReader(outs[2])] == [["three", "four"]]
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(pairs), "--output", str(tmp_path / "n"),
+                 "--layers", "last", "--text-field", "nope"]) == 2
+    assert 'line 1: no text column nope (found: id, sentence1, sentence2)' in capsys.readouterr().err
+    assert not (tmp_path / "n").exists()
+
+
 @pytest.mark.parametrize("content, args, message", [
     ("a sentence\n\nanother\n", [], "line 2: empty text"),
     ("", [], "file is empty"),

@@ -63,7 +63,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p = subparsers.add_parser("extract", help="extract contextual features (ELMo-style) to disk", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="minilm-l6, a local checkpoint folder, or a hub id")
-    p.add_argument("--input", required=True, help="text (one sentence per line), pre-tokenised text, CoNLL or JSONL")
+    p.add_argument("--input", required=True, help="text (one sentence per line), pre-tokenised text, CoNLL, JSONL, or "
+                                                  "a table (TSV, CSV, parquet: a sentence a row)")
     p.add_argument("--output", required=True, help="output folder (index.jsonl, shard-*.npy, meta.json)")
     p.add_argument("--layers", default="last4", help="which hidden states (default last4)")
     p.add_argument("--combine", default="concat", choices=["concat", "mean", "sum", "none"],
@@ -71,10 +72,12 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    "a layers axis)")
     p.add_argument("--pool", default="mean", choices=["first", "last", "mean", "cls", "sentence-mean", "none"],
                    help="how word pieces become rows (default mean: one row per word; see below)")
-    p.add_argument("--input-format", default="auto", choices=["auto", "text", "pretokenized", "conll", "jsonl"],
-                   help="default auto: told by the file's name and first lines")
-    p.add_argument("--text-field", default="text", help="JSONL field with the text, or with a list of words, one row "
-                                                        "each (e.g. tokens; default text)")
+    p.add_argument("--input-format", default="auto",
+                   choices=["auto", "text", "pretokenized", "conll", "jsonl", "table"],
+                   help="default auto: told by the file's name and first lines (table: .tsv, .csv, .parquet)")
+    p.add_argument("--text-field", help="JSONL: the field with the text, or with a list of words, one row each (e.g. "
+                                        "tokens; default text); a table: the text's column (default: text, sentence, "
+                                        "sentence1, ... whichever it has)")
     p.add_argument("--dtype", default="float16", choices=["float16", "float32"],
                    help="of the stored vectors (default float16)")
     p.add_argument("--format", default="npy", choices=["npy", "safetensors"], help="of the shard files (default npy)")

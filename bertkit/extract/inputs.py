@@ -1,4 +1,5 @@
-"""Sentences for extraction, streamed from a file: raw text, whitespace-tokenised text, CoNLL, or JSONL.
+"""Sentences for extraction, streamed from a file: raw text, whitespace-tokenised text, CoNLL, JSONL, or a table
+(TSV, CSV, parquet: one column's texts, a sentence a row).
 
 Each item is (sentence id, words, source line). Raw text is split into words by the model tokenizer's own
 pre-tokenizer (whitespace and punctuation, as BERT sees them); CoNLL, and a JSONL field holding a list of words
@@ -11,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..data.conll import DOCSTART, scan_conll
-from ..data.readers import iter_lines, json_object
+from ..data.readers import DELIMITERS, TEXT_COLUMNS, iter_lines, json_object, read_rows
 from ..errors import DataError
 
-FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl")
+FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl", "table")
+TABLES = (*DELIMITERS, ".parquet")
 
 
 def split_text(text: str, tokenizer=None) -> list[str]:
@@ -32,17 +34,26 @@ def split_text(text: str, tokenizer=None) -> list[str]:
 def detect_format(path: Path) -> str:
     if path.suffix.lower() in (".jsonl", ".json"):
         return "jsonl"
+    if path.suffix.lower() in TABLES:
+        return "table"
     for _, line in iter_lines(path):
         if line.strip():
             return "conll" if line.startswith("-DOCSTART-") or path.suffix.lower() == ".conll" else "text"
     raise DataError("file is empty", file=path)
 
 
-def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> Iterator[tuple[int, list[str], int]]:
+def read_sentences(path, fmt: str, tokenizer=None, text_field: str | None = None
+                   ) -> Iterator[tuple[int, list[str], int]]:
+    """(sentence id, words, line) for each sentence of `path`. `text_field`: JSONL's field with the text (default
+    text) or a table's column (default: the first of `TEXT_COLUMNS` it has)."""
     path = Path(path)
     if fmt == "auto":
         fmt = detect_format(path)
     count = 0
+    if fmt == "table":
+        yield from _table_sentences(path, tokenizer, text_field)
+        return
+    text_field = text_field or "text"
     if fmt == "conll":  # the file's words one-to-one, a sentence per blank-line block
         words, start = [], None
         for n, fields in [*scan_conll(path), (None, [])]:
@@ -77,3 +88,22 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str = "text") -> 
             count += 1
     if count == 0:
         raise DataError("no sentences found", file=path)
+
+
+def _table_sentences(path: Path, tokenizer, column: str | None) -> Iterator[tuple[int, list[str], int]]:
+    """A table's texts, one sentence a row, from `column` (default: the first of `TEXT_COLUMNS` the table has)."""
+    if path.suffix.lower() not in TABLES:
+        raise DataError(f"a table is a {', '.join(TABLES)} file", file=path)
+    rows = read_rows(path)
+    header = rows[0][1] if rows else {}
+    tried = [column] if column else list(TEXT_COLUMNS)
+    column = next((c for c in tried if c in header), None)
+    if column is None:
+        raise DataError(f"no text column {' or '.join(tried)} (found: {', '.join(map(str, header))}); name it with "
+                        "--text-field", file=path, line=1)
+    for count, (n, row) in enumerate(rows):
+        text = row.get(column)
+        if not isinstance(text, str) or not text.strip():
+            why = "empty text" if isinstance(text, str) or text is None else f"must be text, got {text!r:.40}"
+            raise DataError(why, file=path, line=n, field=column)
+        yield count, split_text(text, tokenizer), n

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ..data.readers import TEXT_COLUMNS
 from ..errors import BertkitError, DataError
 from .requests import RequestError, body_field, check_count, check_text
 
-TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")
 ID_COLUMNS = ("id", "idx", "index")  # GLUE's test files: index
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
