@@ -31,6 +31,8 @@ def plots(out: Path, study) -> list[str]:
         try:
             with warnings.catch_warnings():  # Optuna calls these figures experimental: no use to a user
                 warnings.simplefilter("ignore", ExperimentalWarning)
+                # PED-ANOVA on a few trials: "importances will be equal", as the figure then shows
+                warnings.filterwarnings("ignore", "Target and region quantiles", UserWarning)
                 ax = draw(study)
         except (ValueError, RuntimeError, ZeroDivisionError):  # too few finished trials for importance
             continue
