@@ -108,7 +108,7 @@ def run(a) -> dict | None:
             sync()
             report["loop_ms_per_step"] = (time.perf_counter() - window["t"]) / a.steps * 1e3
             report["step"] = {"kind": trainer.step.kind, "buckets": list(trainer.step_plan.buckets)}
-            report["step"]["changes"] = list(trainer._applied)  # what the arm changed
+            report["step"]["changes"] = list(trainer.applied)  # what the arm changed
             if trainer.step.kind == "graphed":
                 report["step"].update(whole=trainer.step.whole, fold_clip=trainer.step.fold_clip)
             if not a.no_profile:

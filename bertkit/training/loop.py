@@ -1,6 +1,7 @@
 """The training loop: a plain accelerate loop you can read top to bottom.
 
-    fit: encode → (memory budget plan) → batches and the step's plan (step.py) → model changes → _train → _finish
+    fit: encode → (memory budget plan) → batches and the step's plan (step.py) → model changes → _train →
+        finish (results.py: the best weights scored, the run folder written)
     _train_epoch: a prepared DataLoader of (seed, epoch)-ordered, length-grouped batches, sharded by accelerate;
         per batch, with accelerator.accumulate: step.backward (forward, loss, backward), and on the accumulation
         boundary step.update (clip, AdamW, zero gradients) and the schedule
@@ -35,7 +36,6 @@ from ..errors import BertkitError
 from ..inference import forward_all
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
-from ..report import write_report
 from ..trackers import check_trackers
 from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
 from . import checkpoints, launch
@@ -43,6 +43,7 @@ from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
 from .evaluation import evaluation_graphs, predict_features
 from .prepare import default_pad_multiple, make_accelerator, make_step, prepare, trained_config
+from .results import finish
 from .step import plan_step
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
@@ -169,7 +170,7 @@ class Trainer:
                 self.log(f"memory budget under {acc.distributed_type.name}: the probe trained the whole model, where "
                          "each process holds a share of it: the plan leaves room to spare")
         acc.gradient_accumulation_steps = cfg.grad_accum  # the plan's, not the recipe's the Accelerator was made with
-        self._n_train = len(train)
+        self.n_train = len(train)
         lengths = features["length"][:]  # a list: a datasets column reads one row at a time
         first = train_batches(lengths, cfg.batch_size, cfg.seed, 0, cfg.compute.group_by_length)
         self.step_plan = plan_step(cfg, acc, self.precision, lengths, first, multiple)
@@ -181,13 +182,13 @@ class Trainer:
             raise BertkitError(f"{len(features)} training examples is fewer than one batch per process")
         steps_per_epoch = math.ceil(batches_per_epoch / cfg.grad_accum)
         total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
-        self.ckpt_dir, self._last_eval = self.output_dir / "checkpoints", None
+        self.ckpt_dir, self.last_eval = self.output_dir / "checkpoints", None
         set_seed(cfg.seed)  # before the changes that draw random numbers (a re-initialised pooler)
         self._restore_forward = None
         try:
             with matmul_precision(self.precision), \
                     model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
-                self._applied = applied
+                self.applied = applied
                 state = self._start(total_steps, loader)
                 self._eval_graphs, evaluation = evaluation_graphs(
                     self.step_plan, cfg, self.model, self.task.output_keys, self.precision, acc.device,
@@ -199,8 +200,8 @@ class Trainer:
                          + (f"; {evaluation}" if evaluation else "")
                          + (f"; model changes: {', '.join(applied)}" if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
-                with heap_released(self._applied):
-                    return self._finish(state, eval_sets, test)
+                with heap_released(self.applied):
+                    return finish(self, state, eval_sets, test)
         finally:  # the prepared model's own forward again, however training ended; evaluation's graphs dropped
             self._eval_graphs = None
             if self._restore_forward:
@@ -277,7 +278,7 @@ class Trainer:
         early stopping says stop."""
         self._stretch_end(state)
         stop = False
-        with heap_released(self._applied):
+        with heap_released(self.applied):
             if evaluate:
                 stop = self._evaluate(state, eval_sets, steps_per_epoch)
             with self.memory.phase("checkpoint"):
@@ -324,7 +325,7 @@ class Trainer:
         every process scores the same gathered outputs)."""
         acc, cfg = self.accelerator, self.cfg
         metrics, predictions = self.evaluate(eval_sets)
-        self._last_eval = (state["global_step"], metrics, predictions)  # reused by _finish if it stays the best
+        self.last_eval = (state["global_step"], metrics, predictions)  # reused by `finish` if it stays the best
         value = metrics[next(iter(eval_sets))][cfg.main_metric]
         best = state["best_metric"]
         lower = cfg.main_metric in self.task.lower_is_better
@@ -349,54 +350,3 @@ class Trainer:
         for callback in self.eval_callbacks:  # e.g. a search's pruner; may raise to end the run
             callback(self, state, value)
         return stop
-
-    def _finish(self, state: dict, eval_sets: dict, test) -> dict:
-        """The best weights back in the model, validation (and test) scored, predictions, model and metrics written."""
-        acc, best = self.accelerator, self.ckpt_dir / "best"
-        last = self._last_eval
-        if last is not None and last[0] == state["best_step"]:  # the weights in memory are the best: no re-scoring
-            metrics, predictions = dict(last[1]), dict(last[2])
-        else:
-            checkpoints.load_weights(acc, self.model, best)
-            metrics, predictions = self.evaluate(eval_sets)
-        if test is not None:
-            test = self.task.examples(test)
-            with acc.main_process_first():
-                test_set = {"test": (test, self.task.encode(test))}
-            test_metrics, test_predictions = self.evaluate(test_set)
-            metrics.update(test_metrics)
-            predictions.update(test_predictions)
-            eval_sets = {**eval_sets, **test_set}
-        self.memory.reset_peak()
-        return self._save_run(state, eval_sets, metrics, predictions)
-
-    def _save_run(self, state, eval_sets, metrics, predictions) -> dict:
-        """Predictions, the best model, metrics.json (with the peak memory of every phase) and the report."""
-        acc, out, best, seconds = self.accelerator, self.output_dir, self.ckpt_dir / "best", state["train_seconds"]
-        result = {"name": self.cfg.name, "task": self.cfg.task, "main_metric": self.cfg.main_metric,
-                  "best_step": state["best_step"],
-                  **metrics, "data": {"train": self._n_train, **{k: len(v[0]) for k, v in eval_sets.items()}},
-                  "train": {"steps": state["global_step"], "examples_seen": state["examples_seen"],
-                            "train_seconds": round(seconds, 1),
-                            "examples_per_s": round(state["examples_seen"] / max(seconds, 1e-9), 1),
-                            "precision": self.precision, "processes": acc.num_processes, "seed": self.cfg.seed,
-                            "model_changes": list(self._applied),
-                            "step": {"kind": self.step_plan.kind, "reason": self.step_plan.reason,
-                                     "buckets": list(self.step_plan.buckets), **self.step.summary(),
-                                     "device_data": self.resident.describe()}}}
-        if acc.is_main_process:
-            main_split = next(iter(eval_sets))
-            for name, preds in predictions.items():
-                self.task.write_predictions(out, name, preds, main=name == main_split)
-            checkpoints.write_run_model(self.task, out, best)  # after write_predictions: QA v2 sets its threshold
-        self.memory.record("save")
-        result["memory"] = self.memory.summary_of_every_process(acc)
-        if self.budget_plan is not None:
-            result["memory"]["budget_plan"] = self.budget_plan
-        if acc.is_main_process:
-            write_json(out / "metrics.json", result)
-            write_report(out)
-        if self.cfg.report_to:
-            acc.end_training()
-        acc.wait_for_everyone()
-        return result
