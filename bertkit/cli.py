@@ -14,7 +14,7 @@ import sys
 
 from . import __version__
 from .commands import evaluate, export, extract, finetune, predict, probe, recipes, search, serve
-from .errors import EXIT_USER_ERROR, BertkitError
+from .errors import EXIT_USER_ERROR, BertkitError, Stopped
 
 COMMANDS = [finetune, search, evaluate, predict, extract, probe, serve, export, recipes]
 
@@ -92,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         rank = os.environ.get("RANK", "0")  # under a launcher every process reports; the others say which they are
         print(f"{'' if rank == '0' else f'[rank {rank}] '}bertkit {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except Stopped as e:  # a signal asked training to stop; its checkpoint is written
+        how = "goes on from there" if args.command == "search" else "with --resume continues from there"
+        if os.environ.get("RANK", "0") == "0":
+            print(f"bertkit {args.command}: {e}; the same command {how}", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -27,3 +27,12 @@ class DataError(BertkitError):
         if field is not None:
             where.append(f'field "{field}"')
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class Stopped(Exception):
+    """Training stopped on a signal (`signum`) after writing a resumable checkpoint; the CLI says so and exits with
+    128 + signum, as a process ended by that signal reports."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum

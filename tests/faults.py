@@ -5,6 +5,7 @@ killer would stop it. The hooks are monkeypatched onto bertkit's own functions h
 
 Points (N is the optimiser step):
 - `step:N`        after optimiser step N (a Trainer callback);
+- `term:N`        SIGTERM (not SIGKILL: a scheduler's preemption) after optimiser step N;
 - `eval:N`        as the evaluation at step N starts;
 - `checkpoint:N`  checkpoint N written under its temporary name, not yet renamed (`checkpoints.publish`);
 - `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`).
@@ -27,12 +28,13 @@ def install(point: str) -> None:
 
     name, _, step = point.partition(":")
     step = int(step)
-    if name == "step":
+    if name in ("step", "term"):
         init = Trainer.__init__
+        stop = kill if name == "step" else lambda: os.kill(os.getpid(), signal.SIGTERM)
 
         def with_callback(self, *args, **kwargs):
             init(self, *args, **kwargs)
-            self.callbacks.append(lambda trainer, state: kill() if state["global_step"] == step else None)
+            self.callbacks.append(lambda trainer, state: stop() if state["global_step"] == step else None)
 
         Trainer.__init__ = with_callback
     elif name == "eval":

@@ -1,6 +1,7 @@
 """Two processes on CPU (gloo), started as a launcher starts them (RANK, WORLD_SIZE, MASTER_* set), each one's exit
 code read: every task's evaluation on dev sets smaller than one batch, of odd size and with fewer batches than
-processes; resume after SIGKILL (tests/faults.py); a NaN loss stopping every process; FSDP (tests/fsdp_cpu.py)."""
+processes; resume after SIGKILL (tests/faults.py); SIGTERM stopping both at one step; a NaN loss stopping every
+process; FSDP (tests/fsdp_cpu.py)."""
 
 from __future__ import annotations
 
@@ -166,6 +167,16 @@ def test_sigkill_mid_epoch_then_resume_equals_the_uninterrupted_two_process_run(
             assert ref["dev"] == res["dev"] and ref["best_step"] == res["best_step"]
         else:
             assert ref == res
+
+
+def test_sigterm_stops_both_processes_at_one_step_after_a_checkpoint(tiny_bert, tmp_path):
+    data = write_sst2(tmp_path / "sst2", n_train=128, n_dev=21)
+    out = tmp_path / "run"  # 8 epochs of 8 steps; the processes agree on a stop every 50 steps (LOG_EVERY)
+    stopped = launch(["term:13", *finetune_args(tiny_bert, data, out, "--epochs", "8")], driver=FAULTS)
+    assert [r.returncode for r in stopped] == [128 + signal.SIGTERM] * 2, stopped[0].stderr[-2000:]
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-0000050"
+    assert "stopped by SIGTERM at step 50 of 64" in stopped[0].stderr and "stopped" not in stopped[1].stderr
+    assert not (out / "metrics.json").exists()
 
 
 def test_nan_loss_stops_every_process_with_exit_2_and_writes_no_result(tiny_bert, tmp_path):

@@ -68,6 +68,19 @@ def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, re
     assert not list((out / "checkpoints").glob(".*"))  # no temporary left behind
 
 
+def test_sigterm_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny_bert, data, reference, tmp_path):
+    out = tmp_path / "run"
+    stopped = bertkit(finetune_args(tiny_bert, data, out), fault="term:13")  # between checkpoints 10 and 15
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-2000:]
+    assert (f"bertkit finetune: stopped by SIGTERM at step 13 of 32, checkpoint {out / 'checkpoints' / 'step-0000013'}"
+            f" written; the same command with --resume continues from there") in stopped.stderr
+    assert "Traceback" not in stopped.stderr and not (out / "metrics.json").exists()
+    resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "(step 13)" in resumed.stderr
+    same_run(reference, out)
+
+
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_bert, data, reference, tmp_path):
     out = tmp_path / "run"
     killed = bertkit(finetune_args(tiny_bert, data, out), fault="step:22")

@@ -15,6 +15,8 @@ checkpoints there, every process writes its own random-number state into each ch
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 from ..errors import BertkitError
 
@@ -71,3 +73,44 @@ def main_value(state, value):
 def is_main_process() -> bool:
     """Rank 0 of a torchrun/accelerate launch (or a plain single process); only it prints results."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+class StopSignal:
+    """SIGTERM (a scheduler's preemption or time limit, `kill`) asks training to stop at its next optimiser step,
+    after a resumable checkpoint, rather than die where it stands: the loop asks `due(step)` after every step. A
+    second SIGTERM ends the process at once, as the first would have. One process reads its flag; several agree
+    every `every` steps (a collective: each may have been signalled at a different step), so all stop at one step.
+    Installed only from the main thread (Python's rule for signal handlers); elsewhere SIGTERM keeps its handler."""
+
+    def __init__(self, accelerator, every: int):
+        self.accelerator, self.every, self.signum, self._previous = accelerator, every, None, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+        return False
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None:  # asked twice: stop now
+            signal.signal(signum, self._previous or signal.SIG_DFL)
+            self._previous = None
+            os.kill(os.getpid(), signum)
+            return
+        self.signum = signum
+
+    def due(self, step: int) -> bool:
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return self.signum is not None
+        if step % self.every:
+            return False
+        import torch
+
+        flag = torch.tensor([0.0 if self.signum is None else 1.0], device=acc.device)
+        return bool(acc.reduce(flag, reduction="sum").item() > 0)

@@ -22,6 +22,7 @@ however training ends (`changes.py`). The task is spoken to only through its con
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..batching import train_batches
 from ..config import RunConfig
 from ..config_files import to_yaml
 from ..device import matmul_precision
-from ..errors import BertkitError
+from ..errors import BertkitError, Stopped
 from ..inference import forward_all
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
@@ -220,8 +221,9 @@ class Trainer:
         self.model.train()
         done = state["global_step"] >= total_steps
         self._since_log = [0, time.perf_counter()]
-        while not done:
-            done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
+        with launch.StopSignal(acc, LOG_EVERY) as self._stop:  # SIGTERM: a checkpoint, then stop (`Stopped`)
+            while not done:
+                done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
         bar.close()
 
     def _train_epoch(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int, eval_every: int,
@@ -250,18 +252,27 @@ class Trainer:
             for callback in self.callbacks:
                 callback(self, state)
             done = step >= total_steps
+            stop = not done and self._stop.due(step)
             evaluate = step % eval_every == 0 or done or (cfg.eval_every == "epoch" and
                                                           acc.gradient_state.end_of_dataloader)
-            save = evaluate or (cfg.save_every and step % cfg.save_every == 0)
+            save = evaluate or (cfg.save_every and step % cfg.save_every == 0) or stop
             if step % LOG_EVERY == 0 or save:
                 self._log_loss(state, bar)
             if save:
                 done = self._evaluate_and_save(state, eval_sets, steps_per_epoch, evaluate) or done
+            if stop:
+                self._stopped(state, total_steps)
             if done:
                 return True
         self._stretch_end(state)
         state.update(epoch=state["epoch"] + 1, step_in_epoch=0)
         return False
+
+    def _stopped(self, state: dict, total_steps: int) -> None:
+        """Training was asked to stop (`launch.StopSignal`) and its checkpoint is written: say how to go on."""
+        signum, step = self._stop.signum or signal.SIGTERM, state["global_step"]
+        raise Stopped(f"stopped by {signal.Signals(signum).name} at step {step} of {total_steps}, checkpoint "
+                      f"{self.ckpt_dir / f'step-{step:07d}'} written", signum)
 
     def _stretch_start(self) -> None:
         """A stretch of training steps begins: its clock and its peak memory (until the next evaluation, checkpoint
