@@ -62,8 +62,13 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
         if not allow_pickle and "safetensors" in msg.lower():
             msg += " (only safetensors weights are loaded; pass --allow-pickle for a trusted pickle checkpoint)"
         elif not local:
-            msg += f" ({offline_hint()})"
+            msg += f" ({offline_hint()}{_no_folder(name)})"
         raise BertkitError(f"cannot load model '{name}': {msg}") from None
+
+
+def _no_folder(name: str) -> str:
+    """For a hub id that could have been meant as a folder (runs/sst2): that there is no such folder either."""
+    return f"; nor is there a folder {name} here" if "/" in name and not Path(name).expanduser().exists() else ""
 
 
 SKIPPED_FILES = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "onnx/*", "openvino/*", "coreml/*"]
@@ -84,7 +89,7 @@ def hub_snapshot(name: str, allow_pickle: bool = False) -> str:
             _SNAPSHOTS[key] = snapshot_download(name, ignore_patterns=skipped)
         except Exception as e:  # not found, offline without a cached copy, no connection: many types
             msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()})") from None
+            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()}{_no_folder(name)})") from None
     return _SNAPSHOTS[key]
 
 

@@ -153,7 +153,9 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
     trained_text, trained_pair = trained_on
     table = read_rows(Path(source), **_as_trained(Path(source), layout, (text_column or trained_text,
                                                                          pair_column or trained_pair)))
-    header = table[0][1] if table else {}
+    if not table:
+        raise DataError("no rows (a header only)", file=source)
+    header = table[0][1]
     tried = list(dict.fromkeys(c for c in (trained_text, *TEXT_COLUMNS) if c))
     column = text_column or next((c for c in tried if c in header), None)
     if column is None:
