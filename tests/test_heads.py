@@ -97,6 +97,10 @@ def test_predict_reads_a_file_laid_out_as_the_run_read_its_own(stsb_run, tmp_pat
     assert main(["predict", "--model", str(run), "--input", str(tmp_path / "in.csv")]) == 0
     (pred,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (pred["text"], pred["text_pair"]) == ("the film, superb", "the story")
+    (tmp_path / "in.tsv").write_text('sentence1\tsentence2\n"a ""b"""\tc\n')
+    for quoting, text in (("csv", 'a "b"'), ("none", '"a ""b"""')):  # predict's --quoting, as finetune's
+        assert main(["predict", "--model", str(run), "--input", str(tmp_path / "in.tsv"), "--quoting", quoting]) == 0
+        assert json.loads(capsys.readouterr().out)["text"] == text
 
 
 def test_multi_label_head_reloads_in_plain_transformers(multi_run):

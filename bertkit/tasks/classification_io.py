@@ -51,6 +51,10 @@ class ClassificationIO:
                                                       "--text-column's)")
         group.add_argument("--id-column", help="column echoed as each answer's id (default: id, idx or index, where "
                                                "the table has one)")
+        group.add_argument("--quoting", choices=["auto", "none", "csv"],
+                           help="a delimited table's quote characters: none (text, as in GLUE files), csv (quoted "
+                                "fields) or auto (default: as the run read its files, else quoting off unless the "
+                                "file needs it)")
         group.add_argument("--probs", action="store_true", help="add the probability of every label")
 
     @classmethod
@@ -70,7 +74,7 @@ class ClassificationIO:
             o = saved.options
             layout = {"delimiter": o.separator, "quoting": o.quoting, "columns": list(o.columns)}
         return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
-                          trained_on, layout)
+                          trained_on, layout, args.quoting)
 
     def format_rows(self, rows, answers, args) -> str:
         return "".join(json.dumps(self.echo(r, a)) + "\n" for r, a in zip(rows, answers, strict=True))
@@ -119,14 +123,16 @@ class ClassificationIO:
 
 def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str | None,
                pairs: bool | None = None, id_column: str | None = None,
-               trained_on: tuple[str | None, str | None] = (None, None), layout: dict | None = None) -> list[dict]:
+               trained_on: tuple[str | None, str | None] = (None, None), layout: dict | None = None,
+               quoting: str | None = None) -> list[dict]:
     """Rows {(id), text, (text_pair)} from plain text (one per line; for a model trained on pairs, `pairs`, the two
     texts split by a tab), TSV, CSV, JSONL or parquet (with an id from `id_column`, else from the first of
     `ID_COLUMNS` the table has). A model trained on pairs gets pairs and one trained on single texts single texts, as
     `bertkit serve` does (`pairs` None: a checkpoint without a run config takes either). Without --text-column
     (--text-pair-column), a table's text is the column the run trained on (`trained_on`) where the table has it.
     `layout`: how the run read its delimited files (`delimiter`, `quoting`, header-less `columns`); a delimited
-    file whose first line holds that delimiter is read so (a first row naming the text columns is its header)."""
+    file whose first line holds that delimiter is read so (a first row naming the text columns is its header).
+    `quoting` (--quoting): a delimited file's quoting, whatever the run's."""
     from ..data import read_classification_file, read_rows
     from ..data.readers import source_name
 
@@ -151,8 +157,8 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
     if pair_column and pairs is False:
         raise BertkitError("--text-pair-column: this model classifies single texts")
     trained_text, trained_pair = trained_on
-    table = read_rows(Path(source), **_as_trained(Path(source), layout, (text_column or trained_text,
-                                                                         pair_column or trained_pair)))
+    options = _as_trained(Path(source), layout, (text_column or trained_text, pair_column or trained_pair))
+    table = read_rows(Path(source), **{**options, **({"quoting": quoting} if quoting else {})})
     if not table:
         raise DataError("no rows (a header only)", file=source)
     header = table[0][1]
