@@ -12,7 +12,8 @@ The step is eager (accelerate's pieces), static, or replayed from CUDA graphs (`
 does not know which. Where it is graphed, evaluation is too (`evaluation.evaluation_graphs`).
 
 Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
-run ends with the same metrics and weights as an uninterrupted one. Every process takes part in evaluation and
+run ends with the same metrics and weights as an uninterrupted one; SIGTERM stops a run after its step with a
+checkpoint to resume from (`launch.StopSignal`, `Stopped`). Every process takes part in evaluation and
 saving; only the main process writes files other than its own random state. Precision is decided once, for the
 device that runs, before the Accelerator exists (`bertkit.device`). Every change training makes to the model
 (dropout rates, pooler re-initialisation, freezing, CPU speed-ups) goes through one context manager and is undone
