@@ -23,7 +23,8 @@ import importlib  # noqa: E402
 # datasets load when a name that needs them is used.
 _PUBLIC = {
     "RunConfig": "config", "run_config": "config", "FinetuneConfig": "config_files", "load_recipe": "config_files",
-    "BertkitError": "errors", "DataError": "errors", "compute_metrics": "metrics", "resolve_metrics": "metrics",
+    "BertkitError": "errors", "DataError": "errors", "Stopped": "errors", "compute_metrics": "metrics",
+    "resolve_metrics": "metrics",
     "Task": "tasks", "Adapter": "tasks", "register_task": "tasks", "get_task": "tasks", "task_names": "tasks",
     "load_task": "tasks", "adapter_for_checkpoint": "tasks", "SequenceClassification": "tasks",
     "SequenceRegression": "tasks", "MultiLabelClassification": "tasks", "TokenClassification": "tasks",
