@@ -140,6 +140,10 @@ def test_a_table_gives_its_text_column_a_sentence_a_row(tiny_bert, tmp_path, cap
                  "--layers", "last", "--text-field", "nope"]) == 2
     assert 'line 1: no text column nope (found: id, sentence1, sentence2)' in capsys.readouterr().err
     assert not (tmp_path / "n").exists()
+    pairs.write_text("id,sentence1\n")
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(pairs), "--output", str(tmp_path / "n"),
+                 "--layers", "last"]) == 2
+    assert "pairs.csv: no rows (a header only)" in capsys.readouterr().err and not (tmp_path / "n").exists()
 
 
 @pytest.mark.parametrize("content, args, message", [

@@ -95,7 +95,9 @@ def _table_sentences(path: Path, tokenizer, column: str | None) -> Iterator[tupl
     if path.suffix.lower() not in TABLES:
         raise DataError(f"a table is a {', '.join(TABLES)} file", file=path)
     rows = read_rows(path)
-    header = rows[0][1] if rows else {}
+    if not rows:
+        raise DataError("no rows (a header only)", file=path)
+    header = rows[0][1]
     tried = [column] if column else list(TEXT_COLUMNS)
     column = next((c for c in tried if c in header), None)
     if column is None:
