@@ -136,7 +136,8 @@ def test_bad_input_exits_2_with_location_and_writes_nothing(tmp_path, tiny_bert,
 @pytest.mark.parametrize("args, expected", [
     (["finetune", "sst2", "--model", "./no/such/model"], "model folder not found"),
     (["finetune", "sst2", "--model", "no-such-org/no-such-model", "--data-dir", "{data}", "--output-dir", "{new}"],
-     "(offline: HF_HUB_OFFLINE set; give a local checkpoint folder, or --model minilm-l6, the packaged one)"),
+     "(offline: HF_HUB_OFFLINE set; give a local checkpoint folder, or --model minilm-l6, the packaged one; nor is "
+     "there a folder no-such-org/no-such-model here)"),
     (["finetune", "sst2", "--output-dir", "{run}"], "is not empty; pass --resume"),
     (["finetune", "sst2", "--precision", "fp16", "--model", "{tiny}", "--data-dir", "{data}"], "fp16 needs a GPU"),
     (["finetune", "sst2", "--precision", "tf32", "--model", "{tiny}", "--data-dir", "{data}"],
