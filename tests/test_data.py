@@ -89,3 +89,16 @@ def test_real_sst2_files_parse_completely():
     train, evals, names = SequenceClassification.load_data(cfg)
     assert len(train) == 67349 and len(evals["dev"]) == 872 and names == NAMES
     assert set(train["label"]) == {0, 1} and all(t == t.strip() for t in train["text"][:1000])
+
+
+def test_the_main_split_is_the_first_validation_files_stem_or_the_hubs_first_evaluation_split(tmp_path, monkeypatch):
+    from bertkit.data.sources import main_split
+
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "empty"))  # no local data: the hub's names
+    assert [main_split(load_recipe(r)) for r in ("sst2", "stsb", "mnli", "conll2003")] == [
+        "validation", "validation", "validation_matched", "validation"]
+    (tmp_path / "stsb").mkdir()
+    assert main_split(load_recipe("stsb", {"data_dir": str(tmp_path / "stsb")})) == "sts-dev"
+    assert main_split(load_recipe("mnli", {"data_dir": str(tmp_path / "stsb")})) == "dev_matched"
+    assert SequenceClassification.main_split(load_recipe("qnli", {"data_dir": str(tmp_path / "stsb"),
+                                                                  "carve_eval": 20})) == "dev_carved20"

@@ -80,9 +80,10 @@ def test_predict_and_evaluate_on_a_regression_run(stsb_run, tmp_path, capsys):
     (pred,) = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert set(pred) == {"text", "text_pair", "value"} and isinstance(pred["value"], float)
     capsys.readouterr()
-    assert main(["evaluate", "--model", str(run), "--task", "stsb", "--split", "sts-dev", "--data-dir", str(data),
-                 "--precision", "fp32"]) == 0
+    assert main(["evaluate", "--model", str(run), "--task", "stsb", "--data-dir", str(data),
+                 "--precision", "fp32"]) == 0  # no --split: the run's own, its first validation file's (sts-dev)
     result = json.loads(capsys.readouterr().out)
+    assert result["split"] == "sts-dev"
     metrics = json.loads((run / "metrics.json").read_text())["sts-dev"]
     assert result["spearman"] == pytest.approx(metrics["spearman"], abs=1e-6) and result["examples"] == 48
 

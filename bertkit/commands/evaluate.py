@@ -1,4 +1,4 @@
-"""`bertkit evaluate --model RUN [--recipe NAME] [--split dev]`: score a fine-tuned run on a labelled split (its own
+"""`bertkit evaluate --model RUN [--recipe NAME] [--split SPLIT]`: score a fine-tuned run on a labelled split (its own
 data and metrics from the run's config.yaml, or a recipe's)."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise BertkitError(f"{args.model} has no config.yaml (not a bertkit run): name a recipe with --recipe")
     if cfg.task != task.name:
         raise BertkitError(f"recipe {args.recipe} is a {cfg.task} recipe; {args.model} is a {task.name} model")
-    examples = task.load_split(cfg, args.split, task.label_names, file=args.file)
+    split = Path(args.file).stem if args.file else args.split or task.main_split(cfg)
+    examples = task.load_split(cfg, split, task.label_names, file=args.file)
     features = task.encode(examples)
     if task.runner is not None:  # --backend onnx
         outputs = task.infer(features, args.batch_size, precision)
@@ -47,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
         outputs = forward_all(task, features, args.batch_size, precision, progress=True)
     hooks = resolve_metrics(cfg.metrics, builtins=task.metric_builtins, num_labels=len(task.label_names))
     metrics, _ = task.score(outputs, examples, features, hooks)
-    split = Path(args.file).stem if args.file else args.split
     result = {"name": cfg.name, "task": cfg.task, "split": split, "examples": len(examples), "precision": precision,
               **metrics}
     print(json.dumps(result, indent=2))
@@ -63,7 +63,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     add_inference_flags(p)
     p.add_argument("--recipe", "--task", dest="recipe",
                    help="recipe whose data and metrics to use (default: the run's own config.yaml)")
-    p.add_argument("--split", default="dev", help="split name: the stem of a validation file (dev), or test")
+    p.add_argument("--split", help="split name: the stem of a validation file (dev), or test (default: the split "
+                                   "the run kept its best checkpoint by, its first validation file's)")
     p.add_argument("--file", help="score this labelled file instead of the recipe's split")
     p.add_argument("--data-dir", help="folder with the data files (default: the run's or recipe's, or "
                                       "$BERTKIT_DATA_DIR/<name>)")

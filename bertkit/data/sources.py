@@ -70,6 +70,15 @@ def load_hub_splits(cfg, splits: list[str] | None = None) -> list:
         raise BertkitError(f"{how}; loading {hub.dataset} from the hub failed: {e}") from None
 
 
+def main_split(cfg) -> str:
+    """The split a run picks its best checkpoint on, `bertkit evaluate`'s default: the first validation file's stem
+    ('dev', 'sts-dev', 'valid') where the data is local, else the hub's first split after the training one."""
+    local = resolve_data_dir(cfg) is not None or any(Path(f).is_absolute() for f in cfg.validation_files)
+    if local and cfg.validation_files:
+        return Path(cfg.validation_files[0]).stem
+    return cfg.hub.splits[1] if len(cfg.hub.splits) > 1 else "dev"
+
+
 def split_path(cfg, split: str) -> Path | None:
     """The local file of a named split: the validation file whose stem is `split` ('dev'), or the test file
     ('test'); None when there is no local data, so the hub split of that name is to be used."""

@@ -201,6 +201,14 @@ class Task(TaskIO):
         raise NotImplementedError(f"task {cls.name} reads no data files")
 
     @classmethod
+    def main_split(cls, cfg) -> str:
+        """The name of the split a run picks its best checkpoint on (`bertkit evaluate`'s default split): the first
+        validation file's stem, or the hub's first evaluation split (`data.sources.main_split`)."""
+        from ..data.sources import main_split
+
+        return main_split(cfg)
+
+    @classmethod
     def prepare_options(cls, options, train: datasets.Dataset, label_names: list[str], log=print):
         """The options a run records once its training data is known: the label names the data has, where the
         options name labels and none were given; a task adds its own (class weights 'balanced' → numbers)."""

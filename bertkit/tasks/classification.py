@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..batching import Columns
-from ..data.classification import load_classification_data, load_split
+from ..data.classification import carved_name, load_classification_data, load_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
@@ -234,6 +234,11 @@ class SequenceClassification(ClassificationIO, Task):
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
         return load_split(cfg, cfg.task_options, split, label_names, file)
+
+    @classmethod
+    def main_split(cls, cfg) -> str:
+        carve = cfg.task_options.carve_eval  # a run on a carved split scores its evaluation part, not the whole file
+        return carved_name(super().main_split(cfg), carve) if carve else super().main_split(cfg)
 
     @classmethod
     def prepare_options(cls, options, train, label_names, log=print):
