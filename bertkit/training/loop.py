@@ -271,9 +271,9 @@ class Trainer:
 
     def _stopped(self, state: dict, total_steps: int) -> None:
         """Training was asked to stop (`launch.StopSignal`) and its checkpoint is written: say how to go on."""
-        signum, step = self._stop.signum or signal.SIGTERM, state["global_step"]
-        raise Stopped(f"stopped by {signal.Signals(signum).name} at step {step} of {total_steps}, checkpoint "
-                      f"{self.ckpt_dir / f'step-{step:07d}'} written", signum)
+        signum = self._stop.signum or signal.SIGTERM  # a process not signalled itself stops with the others
+        raise Stopped(f"stopped by {signal.Signals(signum).name} at step {state['global_step']} of {total_steps}, "
+                      f"checkpoint {self.last_checkpoint} written", signum)
 
     def _stretch_start(self) -> None:
         """A stretch of training steps begins: its clock and its peak memory (until the next evaluation, checkpoint
@@ -294,8 +294,9 @@ class Trainer:
             if evaluate:
                 stop = self._evaluate(state, eval_sets, steps_per_epoch)
             with self.memory.phase("checkpoint"):
-                checkpoints.save(self.accelerator, self.ckpt_dir, state["global_step"],
-                                 {**state, "scheduler": self.scheduler.state_dict()}, self.cfg.keep_checkpoints)
+                self.last_checkpoint = checkpoints.save(self.accelerator, self.ckpt_dir, state["global_step"],
+                                                        {**state, "scheduler": self.scheduler.state_dict()},
+                                                        self.cfg.keep_checkpoints)
         self.model.train()
         self._stretch_start()
         self._since_log = [0, self._t0]
