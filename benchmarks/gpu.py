@@ -13,9 +13,7 @@ matmul rate measured in this run. Rows (`--only` takes names or numbers):
              --trainer-steps timed (its set-up and first steps are not) → an epoch
   4 eager    bertkit --train-step eager, random bert-base, batch 32: --trainer-steps steps → an epoch
   5 graphed  bertkit --train-step graphed, random bert-base, batch 32, one full epoch (target ≤ 10 s, ≥ 5× Trainer);
-             `--graphed-args` adds flags to it (e.g. '--precision tf32', '--compile'); `--flat-cast` runs rows 5 and
-             6's graphed runs with the linear weights cast in one kernel each way (StaticStep.flat_cast; its row
-             says whether the run took it)
+             `--graphed-args` adds flags to it (e.g. '--precision tf32', '--compile')
   6 minilm   packaged MiniLM (the recipe's settings), one epoch eager and one graphed, seed 42 (target: graphed
              ≤ 4 s, dev ≥ 89.0 % and within the seed spread of eager)
   7 infer    extract (MiniLM, last4 concat mean) and predict (the graphed MiniLM run) of the first 20,000 training
@@ -56,9 +54,6 @@ from bertkit.extract import FeatureExtractor  # noqa: E402
 from bertkit.extract.inputs import split_text  # noqa: E402
 from bertkit.models import resolve_model  # noqa: E402
 
-# `bertkit finetune` with StaticStep.flat_cast on (bertkit/training/flatcast.py), for --flat-cast's graphed rows
-FLAT_CAST_MAIN = ("import sys; from bertkit.training.step import StaticStep; StaticStep.flat_cast = True; "
-                  "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))")
 ROWS = ["matmul", "bare", "trainer", "eager", "graphed", "minilm", "infer"]
 RUN_ORDER = ["matmul", "graphed", "trainer", "eager", "minilm", "infer", "bare"]  # the compile (unpredictable) last
 CUDA = torch.cuda.is_available()
@@ -256,15 +251,10 @@ def finetune(a, label: str, name: str, model: str, step: str, extra: list[str], 
     out, mini = Path(a.tmp) / name, model == "minilm-l6"
     small = ["--max-train-samples", "200", "--max-eval-samples", "100"] if a.quick else ["--precision", "bf16"]
     more = shlex.split(a.graphed_args) if name == "graphed" else []  # after bf16: a --precision here wins
-    flat = a.flat_cast and step == "graphed"
-    cli = ["-c", FLAT_CAST_MAIN] if flat else ["-m", "bertkit.cli"]
-    why = run(a, name, [sys.executable, *cli, "finetune", "sst2", "--model", model, "--train-step",
+    why = run(a, name, [sys.executable, "-m", "bertkit.cli", "finetune", "sst2", "--model", model, "--train-step",
                         step, "--seed", "42", "--output-dir", str(out), *extra, *small, *more], 150)
     if why:
         return row(label, note=why)
-    if flat:  # what the training log says of it: taken, or refused and why
-        said = [x for x in (a.out / f"{name}.log").read_text(errors="replace").splitlines() if "training step: " in x]
-        label += f" [--flat-cast: {said[0].split('training step: ')[1] if said else 'not said'}]"
     m = json.loads((out / "metrics.json").read_text())
     t, s, phase = m["train"], m["train"]["step"], m["memory"]["phases"].get("training", {})
     note = f"{t['precision']}, {t['steps']} steps{', extrapolated' if '--max-steps' in extra else ''}; "
@@ -416,8 +406,6 @@ if __name__ == "__main__":
                    "as PyTorch chooses at every length (cuDNN's on an H100), not PyTorch's own up to 128 positions")
     p.add_argument("--graphed-args", default="", help="more `bertkit finetune` flags for row 5 (bert-base's graphed "
                    "epoch), e.g. '--precision tf32' or '--compile'; every row is bf16 otherwise")
-    p.add_argument("--flat-cast", action="store_true", help="the graphed rows with the linear weights cast in one "
-                   "kernel each way (StaticStep.flat_cast, off by default until a GPU's A/B keeps it)")
     p.add_argument("--worker", choices=["matmul", "bare", "trainer", "infer"], help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     a = p.parse_args()

@@ -9,7 +9,7 @@ AdamW (fused, clipping folded in), the gradients' norm, mixed precision's casts 
 (forward) and of their bf16 gradients back to fp32 (backward). Each is timed here alone, on bert-base's own
 parameter tensors (`transformers.BertConfig()`'s sizes, random values; speed does not depend on them), and again on
 one flat buffer of the same numbers: AdamW and the norm over a decay and a no-decay buffer (what a flat-parameter
-design could reach at best), the casts as bertkit/training/flatcast.py makes them (one multi-tensor copy of the
+design could reach at best), the casts as a flat design would make them (one multi-tensor copy of the
 linear layers' weights into one bf16 buffer, and of their bf16 gradients into one fp32 buffer). Each piece
 is captured in a CUDA graph and replayed --replays times between CUDA events; on a CPU (--quick) it runs eagerly, a
 rehearsal of the plumbing only. The last line: the most the flat buffers could take off an epoch of --steps steps.
@@ -86,7 +86,7 @@ def main(a) -> int:
         "AdamW": (adamw(split, device)[1], adamw([[flat[0]], [flat[1]]], device)[1]),
         "gradient norm": (lambda: torch.nn.utils.get_total_norm([p.grad for p in params]),
                           lambda: torch.nn.utils.get_total_norm([f.grad for f in flat])),
-        "weights to bf16": (lambda: [p.to(torch.bfloat16) for p in detached],  # autocast's casts; flatcast.py's
+        "weights to bf16": (lambda: [p.to(torch.bfloat16) for p in detached],  # autocast's casts; one flat copy
                             lambda: torch._foreach_copy_(low_views, detached)),
         "gradients to fp32": (lambda: [g.float() for g in lin_grads16],
                               lambda: torch._foreach_copy_(full_views, lin_grads16)),

@@ -24,8 +24,7 @@ the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, on
 every warm-up, capture and first replay with the device synchronised around it. The epoch's other arms (step
 `epoch`): `compile` (inductor's regions under the graphed step), `tf32` (`--precision tf32`: no mixed
 precision's casts), `warm0` (a later shape captured without its eager warm-up), `nosync` (captures without
-synchronising the device), `lean` (both), `buckets4`/`buckets12`, `flatcast` (--flat-cast: the linear layers'
-weights cast to bf16 in one multi-tensor copy and their gradients back in another, bertkit/training/flatcast.py).
+synchronising the device), `lean` (both), `buckets4`/`buckets12`.
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ def run(a) -> dict | None:
     report, or None when it failed or ended before the measured steps."""
     from bertkit import graphs
     from bertkit.cli import main as cli
-    from bertkit.training import graphed, loop, qkv, step
+    from bertkit.training import graphed, loop, qkv
 
     report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name() if CUDA else "none (CPU)"}
     window = {"start": a.warm, "end": a.warm + a.steps}
@@ -145,8 +144,6 @@ def run(a) -> dict | None:
             patches.enter_context(mock.patch.object(graphed.GraphedStep, "__init__", split))
         if a.no_fold_clip:  # clip as the eager step does: the gradients scaled first, then AdamW
             patches.enter_context(mock.patch.object(graphed, "fold_clipping", lambda optimizer: False))
-        if a.flat_cast:  # mixed precision's weight casts in one kernel each way (bertkit/training/flatcast.py)
-            patches.enter_context(mock.patch.object(step.StaticStep, "flat_cast", True))
         if a.no_fused_qkv:  # BERT's three projections as the model has them
             patches.enter_context(mock.patch.object(qkv, "_attentions", lambda model: []))
         rc = cli(finetune_args(a))
@@ -238,7 +235,6 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "lean": {"no_later_warmup": True, "no_capture_sync": True},  # the set-up with both of the above
     "buckets4": {"flags": "--length-buckets 4"},  # 4 length buckets, not 8: fewer set-ups, more padding
     "buckets12": {"flags": "--length-buckets 12"},  # 12: more set-ups, less padding
-    "flatcast": {"flat_cast": True},  # the linear weights cast in one multi-tensor copy, their gradients in another
 }
 
 
@@ -335,7 +331,6 @@ if __name__ == "__main__":
     p.add_argument("--timed-setup", action="store_true", help="each warm-up, capture and first replay timed, synced")
     p.add_argument("--no-later-warmup", action="store_true", help="later shapes captured without an eager warm-up")
     p.add_argument("--no-capture-sync", action="store_true", help="captures without synchronising the device")
-    p.add_argument("--flat-cast", action="store_true", help="the weights cast in one kernel each way (an A/B's side)")
     p.add_argument("--no-profile", action="store_true", help="time the loop only")
     p.add_argument("--epoch", action="store_true", help="with --arms: one epoch each, its training seconds (set-up "
                    "included; run each arm in a process of its own, as a user's run starts: kernels load and shapes "

@@ -1,24 +1,17 @@
 #!/usr/bin/env bash
 # A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
-# with carry [".gpu"], kind nvidia-h200 (the issue's own kind, whose memory is faster: most of a bert-base step is
-# memory traffic and kernels per parameter tensor; where refused, the H100 it offers), timeout_s 600 and the command
-#   STEPS="floor ab tests evalab" bash benchmarks/gpu_session.sh
-#                                                               (about 8 minutes: what one flat buffer could save
-#                                                                of a step's per-tensor work; bert-base's loop as
-#                                                                bertkit runs against the linear weights cast in one
-#                                                                kernel each way (`flatcast`, kept as the graphed
-#                                                                step's default only if ≥ 3 % faster in all three
-#                                                                rounds); the GPU tests; a graphed run's evaluations
-#                                                                graphed against eager (kept only if ≥ 3 % faster
-#                                                                in both rounds, else they go); then, at once while the
-#                                                                machine is warm (30 s), CALL_LIMIT=L STEPS="bench"
-#                                                                (issue 40's table as bertkit runs, on that
-#                                                                machine), timeout_s L + 20, where L = min(300,
-#                                                                status's budget_left_s - 40); on the warm machine
-#                                                                the set-up is kept, ~45 s saved)
-# and, with device time left after those, STEPS="suite" (timeout_s 220) or "infer" (timeout_s 420). (`setup`,
-# `epoch`, `profile`, `seeds`: earlier sessions' steps.)
+# with carry [".gpu"], kind nvidia-h200 (the issue's own kind; where refused, the H100 it offers), timeout_s 600 and
+#   STEPS="tests suite" bash benchmarks/gpu_session.sh
+#                                                               (about 6 minutes: the GPU tests, then the part of the
+#                                                                suite that pins the CPU or runs on either, on a GPU
+#                                                                machine); then, at once while the machine is warm
+#                                                                (30 s), CALL_LIMIT=L STEPS="bench" (issue 40's table
+#                                                                as bertkit runs, on that machine), timeout_s L + 20,
+#                                                                where L = min(300, status's budget_left_s - 40); on
+#                                                                the warm machine the set-up is kept, ~45 s saved)
+# and, with device time left after those, "infer" (timeout_s 420). (`setup`, `epoch`, `profile`, `seeds`, `floor`,
+# `ab`: earlier sessions' steps.)
 # (`these`, with THESE="tests/...::test_x ...", reruns named tests with their reasons.)
 # Before the call, here, once: the wheels the bundle lacks go to .gpu/extra (fastapi 0.165 imports opentelemetry;
 # without it serve's GPU tests skip): .venv/bin/python -m pip download -q --no-deps --only-binary=:all:
@@ -32,16 +25,13 @@
 #            kept (an arm ≥ 3 % faster than `whole` in every round both ran, the first among them: tf32 →
 #            --precision tf32, buckets4 → --length-buckets 4, compile → --compile), or with $GRAPHED_ARGS (more
 #            flags) where set; after an `epoch` step that kept nothing, skipped (the table as bertkit runs is in
-#            docs/speed.md) unless $GRAPHED_ARGS is set; with --flat-cast where an `ab` step on this machine found
-#            flatcast ≥ 3 % faster in every round; its budget what is left of the call, at most 280 s ≤ 300 s
+#            docs/speed.md) unless $GRAPHED_ARGS is set; its budget what is left of the call, at most 280 s ≤ 300 s
 #   profile  benchmarks/gpu_profile.py on the random bert-base and the MiniLM: device- or host-bound? ~2 × 60 s
-#   evalab   benchmarks/gpu_eval_ab.py: a graphed run's evaluations (the MiniLM, 20,000 sentences, three a fit)
-#            graphed by a token budget as bertkit runs them, against accelerate's loader, alternated, 2 rounds ≤ 150 s
 #   floor    benchmarks/gpu_floor.py: bert-base's per-tensor work of a step (AdamW, the gradients' norm, mixed
 #            precision's casts) alone, per tensor and on one flat buffer: what flat parameters could save   ≤ 90 s
-#   ab       bert-base, the arms of $AB_ARMS (default whole,flatcast: as bertkit runs against the linear weights
-#            cast in one kernel each way) alternated three times in one process, loop ms/step after the captures;
-#            then, per arm, whether it was ≥ 3 % faster than whole in every round                  ≤ 270 s
+#   ab       bert-base, the arms of $AB_ARMS (gpu_profile.py's; default whole,noqkv) alternated three times in one
+#            process, loop ms/step after the captures; then, per arm, whether it was ≥ 3 % faster than whole in
+#            every round                                                                             ≤ 270 s
 #   setup    the MiniLM's epoch (training seconds, set-up included), an arm a process, twice: as bertkit runs
 #            against a short step's attention by cuDNN (arms capture2 and timed of gpu_profile.py: by hand) ≤ 200 s
 #   epoch    bert-base's epoch (training seconds, set-up and compiles included), each arm a process, in turn twice:
@@ -98,29 +88,24 @@ for s in $STEPS; do
              echo "bench skipped: the epoch A/B kept nothing (the table as bertkit runs: docs/speed.md)"; continue; fi
            ga=${GRAPHED_ARGS-$([[ $kept == *tf32* ]] && echo -n "--precision tf32 "; [[ $kept == *buckets4* ]] \
              && echo -n "--length-buckets 4 "; [[ $kept == *compile* ]] && echo -n "--compile")}
-           fc=$(grep -qs "^ab: flatcast ≥ 3 %" /tmp/gpu-ab-verdict.txt && echo --flat-cast)  # the ab step kept it
-           say "bench (graphed row: '${ga}'; the epoch A/B kept: ${kept:-nothing}; ${fc:-no --flat-cast}; inductor's cache as it left it)"
+           say "bench (graphed row: '${ga}'; the epoch A/B kept: ${kept:-nothing}; inductor's cache as it left it)"
            timeout $t python3 benchmarks/gpu.py --budget $(( t - 20 )) --out "$W/gpu-bench" \
-             --graphed-args "$ga" $fc >"$W/bench.log" 2>&1
+             --graphed-args "$ga" >"$W/bench.log" 2>&1
            echo "rc=$?"; sed -n '/^| row/,$p' "$W/bench.log" | cut -c1-220;;
-    evalab) t=$(( $(left) < 150 ? $(left) : 150 )); (( t < 90 )) && { echo "evalab skipped: ${t} s left"; continue; }
-            say "evalab: a graphed MiniLM fine-tune's evaluations of 20,000 sentences, graphed against eager, 2 rounds"
-            timeout $t python3 benchmarks/gpu_eval_ab.py >"$W/evalab.log" 2>&1; echo "rc=$?"
-            grep -E "^(device|ab |training:)" "$W/evalab.log" | cut -c1-330 | head -8;;
     floor) say "floor: a step's per-tensor work, per tensor and on one flat buffer"
            timeout 90 python3 benchmarks/gpu_floor.py >"$W/floor.log" 2>&1; echo "rc=$?"; grep -E "^floor|, torch" "$W/floor.log";;
     profile) for m in ${PROFILE_MODELS:-$BB minilm-l6}; do n=$(basename "$m"); say "profile $n"
                (( $(left) < 125 )) && { echo "profile $n skipped: $(left) s left"; continue; }
                timeout 120 python3 benchmarks/gpu_profile.py --model "$m" --out "$W/profile-$n" >"$W/profile-$n.log" 2>&1
                echo "rc=$?"; head -24 "$W/profile-$n/profile.txt" 2>/dev/null || tail -5 "$W/profile-$n.log"; done;;
-    ab) say "ab bert-base, loop ms/step, arms alternated in one process, 3 rounds: ${AB_ARMS:=whole,flatcast}"
+    ab) say "ab bert-base, loop ms/step, arms alternated in one process, 3 rounds: ${AB_ARMS:=whole,noqkv}"
         timeout 270 python3 benchmarks/gpu_profile.py --model "$BB" --warm 300 --steps 400 --arms $AB_ARMS \
           --rounds 3 >"$W/ab-bert-base.log" 2>&1; echo "rc=$?"; grep "^ab " "$W/ab-bert-base.log" | cut -c1-250
         awk '/^ab round [0-9]+ [a-z0-9-]+: [0-9.]+ ms\/step/ { arm = $4; sub(":", "", arm); t[arm, $3] = $5; r[$3] = 1 }
           END { for (k in t) { split(k, p, SUBSEP); if (p[1] == "whole") continue; ok = 1; n = 0
                   for (i in r) { n++; if (!((p[1], i) in t) || t[p[1], i] > 0.97 * t["whole", i]) ok = 0 }
                   if (!(p[1] in seen)) { seen[p[1]] = 1; print "ab: " p[1] (ok && n ? " ≥ 3 % faster than whole in every round" : " not ≥ 3 % faster in every round") } } }' \
-          "$W/ab-bert-base.log" | tee /tmp/gpu-ab-verdict.txt;;  # (in /tmp: a later call's bench on this machine reads it)
+          "$W/ab-bert-base.log";;
     setup) say "setup: the MiniLM's epoch, each arm a process: as bertkit runs, and a short step's attention by cuDNN"
            for r in 1 2; do for arm in whole cudnn; do timeout 100 python3 benchmarks/gpu_profile.py --model minilm-l6 \
              --epoch --arms $arm --rounds 1 2>&1 | grep "^ab round" | cut -c1-330; done; done;;

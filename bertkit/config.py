@@ -159,8 +159,7 @@ class RunConfig:
                                                  "count (MiniLM-L6: 11.7 M of 22.7 M), so steps get cheaper.")
     # evaluation
     eval_every: str = option("epoch", "Evaluate every 'epoch', or every N optimiser steps.")
-    eval_batch_size: int = option(128, "Examples per evaluation batch (where the step is graphed, one GPU's: "
-                                       "batches by a token budget instead).")
+    eval_batch_size: int = option(128, "Examples per evaluation batch.")
     metrics: list[str] = option([], "Metrics: the task's built-ins (default: the task's own), or local evaluate "
                                     "metric scripts.")
     main_metric: str = option("", "Metric that selects the best model (default: the first metric).")

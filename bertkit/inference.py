@@ -1,6 +1,5 @@
 """Batched forward passes of one process (predict, evaluate, serve, notebooks), returned in the input order. Training
-evaluates here too where its step is graphed (one CUDA device), else through accelerate
-(`bertkit.training.evaluation`), with the same output format."""
+evaluates through accelerate instead (`bertkit.training.evaluation`), with the same output format."""
 
 from __future__ import annotations
 
@@ -13,16 +12,15 @@ from .graphs import GraphedForward, bucket_batch, budget_batches, on_gpu, sequen
 
 
 @torch.no_grad()
-def forward_all(adapter, features, batch_size: int, precision: str = "fp32", progress: bool = False,
-                graphed: GraphedForward | None = None) -> list[dict[str, np.ndarray]]:
+def forward_all(adapter, features, batch_size: int, precision: str = "fp32", progress: bool = False
+                ) -> list[dict[str, np.ndarray]]:
     """Run the adapter's model over tokenised `features` on the device it is on.
 
     Returns one dict per feature, in input order, of the adapter's `output_keys`, each cut to the feature's own
     length where it has a sequence axis: a sequence classifier's logits are (num_labels,), a token classifier's
     (length, num_labels), QA start/end logits (length,); an adapter with an `output_reducer` gets what that keeps
     (QA: each window's answer candidates). On a CPU, length-sorted batches of `batch_size`; on a GPU, batches by a
-    token budget over a few lengths, replayed from CUDA graphs (`bertkit.graphs`; `batch_size` is not used there):
-    `graphed`'s graphs where given (a training run's own, dropped when the run ends), else the adapter's.
+    token budget over a few lengths, replayed from CUDA graphs (`bertkit.graphs`; `batch_size` is not used there).
     """
     from tqdm.auto import tqdm
 
@@ -32,7 +30,7 @@ def forward_all(adapter, features, batch_size: int, precision: str = "fp32", pro
     if on_gpu(device):
         per_row = sequences_per_row(take_rows(features, [0])[0]["input_ids"]) if lengths else 1  # SWAG's: 4
         batches = budget_batches(lengths, per_row=per_row)
-        forward = graphed or graphed_forward(adapter, precision, device)
+        forward = graphed_forward(adapter, precision, device)
     else:
         batches, forward = [(idx, None, None) for idx in sorted_batches(lengths, batch_size)], None
     if any(m.training for m in model.modules()):  # eval() walks and sets every module (docs/speed.md)
@@ -57,17 +55,12 @@ def graphed_forward(adapter, precision: str, device: torch.device) -> GraphedFor
     """The adapter's model as a `GraphedForward` of its `output_keys`, kept on the adapter (one per precision)."""
     kept = adapter.__dict__.setdefault("_graphed_forwards", {})
     if precision not in kept:
-        kept[precision] = forward_graphs(adapter.model, adapter.output_keys, precision, device)
+        model, keys = adapter.model, adapter.output_keys
+
+        def fn(inputs: dict) -> dict:
+            with autocast(precision, device, cache=False):
+                out = model(**inputs)
+            return {k: out[k] for k in keys}
+
+        kept[precision] = GraphedForward(fn)
     return kept[precision]
-
-
-def forward_graphs(model, keys, precision: str, device: torch.device, capture=None) -> GraphedForward:
-    """`model`'s forward in `precision` as a `GraphedForward` of its outputs `keys` (a graph per input shape);
-    `capture`: a `GraphCapture` to share (its stream and memory pool), else one of its own."""
-
-    def fn(inputs: dict) -> dict:
-        with autocast(precision, device, cache=False):
-            out = model(**inputs)
-        return {k: out[k] for k in keys}
-
-    return GraphedForward(fn, capture)

@@ -262,8 +262,8 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_rows_on_the_gpu_path_answer_as_on_the_plain_one(task_run, monkeypatch):
     """Inference's GPU path (batches by a token budget over a few lengths, topped up with empty rows, a graph per
-    shape: here a stand-in that calls the forward again, as a replay does), which predict, evaluate, serve and a
-    graphed run's evaluations take on a GPU: the plain path's answers."""
+    shape: here a stand-in that calls the forward again, as a replay does), which predict, evaluate and serve take
+    on a GPU: the plain path's answers."""
     from bertkit.tasks import load_task
 
     from .conftest import gpu_inference_path

@@ -9,7 +9,6 @@ import itertools
 import json
 import random
 from collections import Counter
-from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -146,95 +145,6 @@ def test_a_static_run_resumed_ends_as_the_uninterrupted_one(tiny_bert, sst2_dir,
     assert_same_weights(tmp_path / "whole" / last, tmp_path / "cut" / last)
 
 
-@pytest.mark.usefixtures("cpu_only")  # bit for bit on a CPU
-@pytest.mark.parametrize("grad_accum", [1, 2])
-def test_weights_cast_in_one_kernel_train_as_autocast_casts_them(grad_accum, monkeypatch, tiny_bert, sst2_dir,
-                                                                 tmp_path, capsys):
-    """bf16 on a CPU (autocast casts the linear layers' weights there too), dropout on, 20 steps: the static step
-    with those weights in one buffer, cast once each way (flatcast.py), gives autocast's own losses and weights."""
-    from bertkit.training import step
-
-    for flat in (False, True):
-        monkeypatch.setattr(step.StaticStep, "flat_cast", flat)
-        fit(tiny_bert, small_config(sst2_dir, tmp_path / str(flat), train_step="static", precision="bf16",
-                                    grad_accum=grad_accum, batch_size=16 // grad_accum, **TINY))
-        assert ("weight tensors cast in one kernel each way" in capsys.readouterr().err) == flat
-    assert_same_weights(tmp_path / "False", tmp_path / "True")
-    logs = [[json.loads(line) for line in (tmp_path / k / "train_log.jsonl").read_text().splitlines()]
-            for k in ("False", "True")]
-    assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]]
-
-
-def test_one_cast_gives_each_parameter_autocasts_gradient_and_none_where_autocast_gives_none():
-    """A layer the forward does not reach and a frozen one get no gradient; the others autocast's, bit for bit, as
-    views of one buffer at aligned offsets."""
-    from torch import nn
-
-    from bertkit.training.flatcast import ALIGN, FlatCast
-
-    def model():
-        torch.manual_seed(0)
-        m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
-        m.unused, m.frozen = nn.Linear(4, 4), nn.Linear(3, 3).requires_grad_(False)
-        return m
-
-    x = torch.randn(5, 8)
-
-    def gradients(m, flat=None):
-        with torch.autocast("cpu", dtype=torch.bfloat16), flat() if flat else nullcontext():
-            y = m.frozen(m[2](m[1](m[0](x))))  # [5, 3]
-        y.float().pow(2).sum().backward()
-        return {n: p.grad for n, p in m.named_parameters()}
-
-    plain, flattened = model(), model()
-    flat = FlatCast(flattened, torch.bfloat16)
-    storage = {n: p.data_ptr() for n, p in flattened.named_parameters()}
-    assert len(flat.held) == 8
-    want, got = gradients(plain), gradients(flattened, flat)
-    assert [n for n, g in got.items() if g is None] == ["unused.weight", "unused.bias", "frozen.weight", "frozen.bias"]
-    assert all(want[n] is None if g is None else torch.equal(want[n], g) for n, g in got.items())
-    grads = [g for g in got.values() if g is not None]  # views of one fp32 buffer, each at an aligned offset
-    assert len({g.untyped_storage().data_ptr() for g in grads}) == 1
-    assert all((g.data_ptr() - g.untyped_storage().data_ptr()) % (4 * ALIGN) == 0 for g in grads)
-    assert {n: p.data_ptr() for n, p in flattened.named_parameters()} == storage  # the parameters' own storage
-    assert all(type(p) is nn.Parameter for p in flattened.parameters())  # in their modules again after the forward
-
-
-def test_a_model_that_reads_a_weight_outside_a_linear_keeps_autocasts_casts(tiny_bert):
-    """The check: the encoder's outputs with the one copy must be autocast's, bit for bit; a layer that adds its bias
-    itself (an fp32 add under autocast) differs, so the model trains as before and the reason is given."""
-    from torch import nn
-    from transformers import AutoModelForSequenceClassification
-
-    from bertkit.training.flatcast import flat_cast
-
-    model = AutoModelForSequenceClassification.from_pretrained(str(tiny_bert))
-    assert flat_cast(model, "bf16", compiled=False)[0] is not None
-    assert flat_cast(model, "no", compiled=False) == (None, "precision no: nothing is cast")
-    assert flat_cast(model, "bf16", compiled=True)[1] == "--compile: swapped attributes would recompile its regions"
-    dense = model.base_model.encoder.layer[0].output.dense
-    torch.manual_seed(0)
-    dense.bias.data.normal_()  # (the tiny model's biases are zeros, which an fp32 add and a bf16 add agree on)
-    dense.forward = lambda x: nn.functional.linear(x, dense.weight) + dense.bias  # [..., hidden]
-    assert flat_cast(model, "bf16", compiled=False) == (None, "the model's output differed on a probe input")
-
-
-def test_a_layer_called_twice_in_a_forward_keeps_autocasts_casts():
-    """ALBERT's one shared layer runs at every depth: the bf16 gradients of its uses would add up before the one
-    copy back (autocast adds them in fp32), so the model trains as before and the reason is given."""
-    from transformers import AlbertConfig, AlbertForSequenceClassification
-
-    from bertkit.training.flatcast import flat_cast
-
-    model = AlbertForSequenceClassification(AlbertConfig(
-        vocab_size=64, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=37))
-    assert flat_cast(model, "bf16", compiled=False) == (
-        None, "a linear layer is called more than once in a forward (shared weights)")
-    model.config.num_hidden_layers = 1  # (the same modules, called once)
-    assert flat_cast(model, "bf16", compiled=False)[0] is not None
-
-
 def test_the_learning_rate_is_a_device_tensor_the_schedule_fills_in_place():
     from transformers import get_linear_schedule_with_warmup
 
@@ -324,22 +234,6 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
-@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
-def test_the_graph_layer_replays_the_weights_cast_in_one_kernel(graphed_on_cpu, monkeypatch, tiny_bert, sst2_dir,
-                                                                tmp_path, capsys):
-    """bf16: graphs of the static step with the weights cast in one kernel each way give autocast's weights."""
-    from bertkit.training import step
-
-    kw = dict(batch_size=24, precision="bf16", **TINY)
-    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
-    graphed_on_cpu(ReplayCapture)
-    monkeypatch.setattr(step.StaticStep, "flat_cast", True)
-    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "graphed", **kw))
-    assert result["train"]["step"]["kind"] == "graphed" and result["train"]["step"]["replays"] > 10
-    assert "weight tensors cast in one kernel each way" in capsys.readouterr().err
-    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
-
-
 @pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (a GPU's: tests/test_gpu.py)
 def test_a_compiled_model_is_graphed_as_it_steps(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, monkeypatch):
     """--compile on one CUDA device takes the graphed step: a shape's eager warm-up compiles (dynamo's tracing alone
@@ -372,39 +266,6 @@ def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert,
     assert result["train"]["step"]["capture_failed"].startswith("RuntimeError: operation not permitted")
     assert "CUDA graph capture failed (RuntimeError: operation not permitted when stream is capturing); the step " \
            "runs eagerly from here" in capsys.readouterr().err
-    assert_same_weights(tmp_path / "static", tmp_path / "graphed")
-
-
-@pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (the CUDA one: tests/test_gpu.py)
-def test_a_graphed_run_evaluates_by_a_token_budget_from_graphs_of_its_own(graphed_on_cpu, monkeypatch, tiny_bert,
-                                                                         sst2_dir, tmp_path, capsys):
-    """A graphed run's evaluations take inference's GPU path (batches by a token budget, a graph per shape), captured
-    by the step's own capture (its stream and memory pool; here a stand-in), the run's graphs, not the task's, and
-    dropped when it ends; the same metrics at every evaluation as the static run's through accelerate."""
-    from bertkit import SequenceClassification, Trainer, inference
-
-    kw = dict(batch_size=24, **{**TINY, "eval_every": "4"})
-    fit(tiny_bert, small_config(sst2_dir, tmp_path / "static", train_step="static", **kw))
-    graphed_on_cpu(ReplayCapture)
-    monkeypatch.setattr(inference, "on_gpu", lambda device: True)  # (graphs.GraphCapture is not a stand-in here)
-    cfg = small_config(sst2_dir, tmp_path / "graphed", **kw)
-    torch.manual_seed(cfg.seed)
-    train, evals, names = SequenceClassification.load_data(cfg)
-    task = SequenceClassification.from_pretrained(str(tiny_bert), label_names=names)
-    trainer = Trainer(task, cfg)
-    trainer.fit(train, evals)
-    assert "; evaluation graphed (batches by a token budget)" in capsys.readouterr().err
-    captured = [names for names in ReplayCapture.captured if names and "labels" not in names]
-    assert captured == [["attention_mask", "input_ids", "token_type_ids"]] * 2  # two lengths of 64 dev sentences
-    assert "_graphed_forwards" not in vars(task) and trainer._eval_graphs is None  # not the task's; dropped
-
-    def scored(run):
-        return [json.loads(x) for x in (run / "eval_metrics.jsonl").read_text().splitlines()]
-
-    static, graphed = scored(tmp_path / "static"), scored(tmp_path / "graphed")
-    assert len(graphed) == 5 and [x["step"] for x in graphed] == [x["step"] for x in static]
-    for a, b in zip(static, graphed, strict=True):
-        assert a == pytest.approx(b, abs=1e-6)
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
@@ -443,23 +304,6 @@ def test_each_run_takes_the_step_it_can_and_says_why(acc, precision, flags, kind
     assert all(b % 8 == 0 for b in plan.buckets)
     two = plan_step(cfg.replace("test", length_buckets=2), acc, precision, lengths, batches, 8)
     assert len(two.buckets) == 2 and two.buckets[-1] == 104 and two.extra_padding > 0
-
-
-@pytest.mark.parametrize("kind, flags, said", [
-    ("graphed", {}, "evaluation graphed (batches by a token budget)"),
-    ("graphed", {"compile": True}, "evaluation eager (--compile: batches padded to the compiled lengths)"),
-    ("graphed", {"memory_budget": "2GB"}, "evaluation eager (--memory-budget: batches of --eval-batch-size)"),
-    ("eager", {}, ""),
-    ("static", {}, ""),
-])
-def test_evaluation_is_graphed_where_the_step_is_and_says_so(kind, flags, said, tmp_path):
-    from bertkit.graphs import GraphedForward
-    from bertkit.training.evaluation import evaluation_graphs
-    from bertkit.training.step import StepPlan
-
-    cfg = small_config(tmp_path, tmp_path / "run", **flags)
-    forward, text = evaluation_graphs(StepPlan(kind, "test"), cfg, None, ("logits",), "bf16", torch.device("cuda"))
-    assert text == said and isinstance(forward, GraphedForward) == said.startswith("evaluation graphed")
 
 
 @pytest.mark.usefixtures("cpu_only")  # a CPU's step (eager); one GPU's is graphed

@@ -7,12 +7,6 @@ distributed) model, the outputs are gathered, and every process gets all of them
       → gather_for_metrics (drops the repeated rows that completed the last batch)
       → one dict per feature, cut to its own length (and reduced: `Task.output_reducer`), as
         `bertkit.inference.forward_all` returns them
-
-Where the step is graphed (one CUDA device), evaluation is too: `forward_all`'s batches by a token budget over a
-few lengths, each shape replayed from a CUDA graph of the run's own (`evaluation_graphs`), captured into the step's
-memory pool (the two never run at once: evaluation's graphs reuse the step's free memory rather than keep their own
-for the rest of the run), dropped when the run ends (a model change undone then would leave them replaying the
-changed model's tensors).
 """
 
 from __future__ import annotations
@@ -22,22 +16,6 @@ import torch
 
 from ..batching import unbatch
 from .data import INDEX, eval_loader
-
-
-def evaluation_graphs(plan, cfg, model, keys, precision: str, device: torch.device, capture=None):
-    """(the `GraphedForward` evaluation during a run replays, or None; what the training line says of it). Graphed
-    where the step is, except with --compile (evaluation batches padded to the compiled lengths instead) or
-    --memory-budget (its plan sizes training's batches, not a token budget's). `capture`: the graphed step's
-    `GraphCapture`, whose stream and memory pool evaluation's captures share."""
-    if plan.kind != "graphed":
-        return None, ""
-    if cfg.compute.compile:
-        return None, "evaluation eager (--compile: batches padded to the compiled lengths)"
-    if cfg.compute.memory_budget:
-        return None, "evaluation eager (--memory-budget: batches of --eval-batch-size)"
-    from ..inference import forward_graphs
-
-    return forward_graphs(model, keys, precision, device, capture), "evaluation graphed (batches by a token budget)"
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@
         keep the best, save a resumable checkpoint)
 
 The step is eager (accelerate's pieces), static, or replayed from CUDA graphs (`step.py`, `graphed.py`): the loop
-does not know which. Where it is graphed, evaluation is too (`evaluation.evaluation_graphs`).
+does not know which.
 
 Resume replays the same batch order and skips the steps already done (`skip_first_batches`), so an interrupted
 run ends with the same metrics and weights as an uninterrupted one; SIGTERM stops a run after its step with a
@@ -35,7 +35,6 @@ from ..config import RunConfig
 from ..config_files import to_yaml
 from ..device import matmul_precision
 from ..errors import BertkitError, Stopped
-from ..inference import forward_all
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
 from ..trackers import check_trackers
@@ -43,7 +42,7 @@ from ..utils import append_jsonl, atomic_path, package_versions, set_seed, trunc
 from . import checkpoints, launch
 from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
-from .evaluation import evaluation_graphs, predict_features
+from .evaluation import predict_features
 from .prepare import default_pad_multiple, make_accelerator, make_step, prepare, trained_config
 from .results import finish
 from .step import plan_step
@@ -78,7 +77,6 @@ class Trainer:
         accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
         self.memory = memory or MemoryLog(accelerator.device)  # peak memory per phase, into metrics.json
-        self._eval_graphs = None  # during a graphed run: evaluation's graphed forward (`evaluation_graphs`)
 
     @property
     def adapter(self):  # the 0.2 name
@@ -101,11 +99,7 @@ class Trainer:
         return metrics, predictions
 
     def _outputs(self, features) -> list[dict]:
-        """The model's outputs for every feature: during a graphed run by a token budget, replayed from the run's
-        graphs (one process); else through accelerate, every process its share."""
-        if self._eval_graphs is not None:
-            cfg = self.cfg
-            return forward_all(self.task, features, cfg.eval_batch_size, self.precision, graphed=self._eval_graphs)
+        """The model's outputs for every feature, through accelerate: every process its share."""
         plan = getattr(self, "step_plan", None)
         buckets = plan.buckets if plan and self.cfg.compute.compile else ()  # the compiled shapes only
         with self.accelerator.autocast():  # accelerate's own (after `fit` its autocasting forward is gone)
@@ -192,20 +186,15 @@ class Trainer:
                     model_changes(self.task, cfg, cpu, self.precision, self.log, gpu) as applied:
                 self.applied = applied
                 state = self._start(total_steps, loader)
-                self._eval_graphs, evaluation = evaluation_graphs(
-                    self.step_plan, cfg, self.model, self.task.output_keys, self.precision, acc.device,
-                    getattr(self.step, "capture", None))  # the graphed step's stream and memory pool
                 inputs = "" if len(features) == len(train) else f" in {len(features)} windows"
                 self.log(f"training: {len(train)} examples{inputs}, {total_steps} steps ({steps_per_epoch}/epoch), "
                          f"batch {cfg.batch_size}×{cfg.grad_accum}×{acc.num_processes}, precision {self.precision} "
                          f"({self.precision_choice.reason}); {self.step_plan.describe()}; {self.resident.describe()}"
-                         + (f"; {evaluation}" if evaluation else "")
                          + (f"; model changes: {', '.join(applied)}" if applied else ""))
                 self._train(state, eval_sets, total_steps, steps_per_epoch)
                 with heap_released(self.applied):
                     return finish(self, state, eval_sets, test)
-        finally:  # the prepared model's own forward again, however training ended; evaluation's graphs dropped
-            self._eval_graphs = None
+        finally:  # the prepared model's own forward again, however training ended
             if self._restore_forward:
                 self._restore_forward()
 

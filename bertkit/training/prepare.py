@@ -117,10 +117,5 @@ def default_pad_multiple(device: str, max_length: int) -> int | None:
 def make_step(plan: StepPlan, accelerator, model, optimizer, task, cfg, log=print) -> EagerStep:
     """The step of `plan` (`bertkit.training.step`) for a prepared model and optimizer."""
     if plan.kind == "graphed":
-        step = GraphedStep(accelerator, model, optimizer, task, cfg.max_grad_norm, cfg.batch_size, log)
-    else:
-        step = (StaticStep if plan.kind == "static" else EagerStep)(accelerator, model, optimizer, task,
-                                                                    cfg.max_grad_norm)
-    if isinstance(step, StaticStep) and step.flat_cast:
-        step.cast_flat(cfg.compute.compile, log)
-    return step
+        return GraphedStep(accelerator, model, optimizer, task, cfg.max_grad_norm, cfg.batch_size, log)
+    return (StaticStep if plan.kind == "static" else EagerStep)(accelerator, model, optimizer, task, cfg.max_grad_norm)

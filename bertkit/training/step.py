@@ -7,8 +7,6 @@ one contract (the loop in loop.py does not know which it has):
   gradients are zeroed in place (their addresses stay), the learning rate is a tensor the schedule fills in place,
   the summed loss and gradient norms stay on the device. Runs eagerly on any device: on a CPU it gives the eager
   step's weights bit for bit (tests/test_graphed_step.py), which is how the captured step is checked without a GPU.
-  With `flat_cast` (off until a GPU's A/B keeps it), mixed precision's casts of the linear layers' weights and of
-  their gradients take one kernel each way (flatcast.py), the same numbers bit for bit.
 - `GraphedStep` (graphed.py): `StaticStep` captured once per batch shape and replayed, on one CUDA device; with
   `--compile`, of the regions torch.compile made (a shape's eager warm-up compiles, or reuses the dynamic compile).
 
@@ -17,7 +15,6 @@ one contract (the loop in loop.py does not know which it has):
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -129,27 +126,15 @@ class StaticStep(EagerStep):
     kind = "static"
     keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
     fold_clip = False  # clip inside the fused AdamW (`fold_clipping`) rather than scaling the gradients first
-    flat_cast = False  # mixed precision's weight casts in one kernel each way (flatcast.py); off until a GPU A/B
 
     def __init__(self, accelerator, model, optimizer, task, max_grad_norm: float):
         super().__init__(accelerator, model, optimizer, task, max_grad_norm)
         self.optimizer = getattr(optimizer, "optimizer", optimizer)  # the torch optimizer under accelerate's wrapper
         self.accumulation = accelerator.gradient_accumulation_steps
         tensor_learning_rates(self.optimizer, accelerator.device)
-        self.flat = None  # a FlatCast where `flat_cast` is on and checked (`cast_flat`)
-
-    def cast_flat(self, compiled: bool, log=print) -> None:
-        """Where `flat_cast` is on: the weights autocast casts, cast in one kernel each way (flatcast.py), if the
-        check passes; the log says which."""
-        from .flatcast import flat_cast
-
-        self.flat, why = flat_cast(self.model, self.accelerator.mixed_precision, compiled)
-        log(f"training step: {len(self.flat.held)} weight tensors cast in one kernel each way" if self.flat
-            else f"training step: weights cast one by one ({why})")
 
     def backward(self, batch: dict) -> None:
-        with self.flat() if self.flat else nullcontext():
-            loss = self.task.compute_loss(self.model, batch)  # []
+        loss = self.task.compute_loss(self.model, batch)  # []
         (loss / self.accumulation).backward()
         self.loss_sum += loss.detach()
 
