@@ -5,8 +5,8 @@
     _train_epoch: a prepared DataLoader of (seed, epoch)-ordered, length-grouped batches, sharded by accelerate;
         per batch, with accelerator.accumulate: step.backward (forward, loss, backward), and on the accumulation
         boundary step.update (clip, AdamW, zero gradients) and the schedule
-        every LOG_EVERY steps: _log_loss;  every `eval_every`: _evaluate_and_save (evaluate with gather_for_metrics,
-        keep the best, save a resumable checkpoint)
+        every LOG_EVERY steps: record_loss (results.py);  every `eval_every`: _evaluate_and_save (evaluate with
+        gather_for_metrics, keep the best, record_eval, save a resumable checkpoint)
 
 The step is eager (accelerate's pieces), static, or replayed from CUDA graphs (`step.py`, `graphed.py`): the loop
 does not know which.
@@ -32,19 +32,18 @@ from tqdm.auto import tqdm
 
 from ..batching import train_batches
 from ..config import RunConfig
-from ..config_files import to_yaml
 from ..device import matmul_precision
 from ..errors import BertkitError, Stopped
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
 from ..trackers import check_trackers
-from ..utils import append_jsonl, atomic_path, package_versions, set_seed, truncate_jsonl, write_json
+from ..utils import set_seed
 from . import checkpoints, launch
 from .changes import heap_released, model_changes, restore_forward
 from .data import train_loader
 from .evaluation import predict_features
 from .prepare import default_pad_multiple, make_accelerator, make_step, prepare, trained_config
-from .results import finish
+from .results import finish, open_run, record_eval, record_loss
 from .step import plan_step
 
 LOG_EVERY = 50  # steps between loss read-outs (each one synchronises host and device, and the processes)
@@ -111,7 +110,7 @@ class Trainer:
         """Optimizer, schedule and accelerate wrapping; then resume state or a fresh one; then the run folder (main
         process). The model changes are in place already (`fit`); on resume the checkpoint's weights and random
         states replace what they drew."""
-        cfg, acc, out, model = self.cfg, self.accelerator, self.output_dir, self.task.model
+        cfg, acc, model = self.cfg, self.accelerator, self.task.model
         before = vars(model).get("forward")  # None: the class's; `prepare` may set one (mixed precision)
         self._restore_forward = lambda: restore_forward(model, before)
         self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
@@ -128,16 +127,7 @@ class Trainer:
             self.log(f"resumed from {resume_from} (step {state['global_step']})")
         # after a resume's load: what a captured step holds is the loaded optimizer state
         self.step = make_step(self.step_plan, acc, self.model, self.optimizer, self.task, cfg, self.log)
-        if acc.is_main_process:
-            out.mkdir(parents=True, exist_ok=True)
-            for name in ("eval_metrics.jsonl", "train_log.jsonl"):  # drop lines written after the checkpoint
-                truncate_jsonl(out / name, state["global_step"])
-            with atomic_path(out / "config.yaml") as p:
-                p.write_text(to_yaml(cfg))
-            write_json(out / "versions.json", {**package_versions(), "precision": self.precision,
-                                                 "precision_choice": self.precision_choice.to_dict(),
-                                                 "processes": acc.num_processes, "device": str(acc.device),
-                                                 "distributed_type": str(acc.distributed_type)})
+        open_run(self, state["global_step"])
         return state
 
     # --- training -----------------------------------------------------------------------------------
@@ -210,7 +200,7 @@ class Trainer:
                    disable=not acc.is_main_process or None)
         self.model.train()
         done = state["global_step"] >= total_steps
-        self._since_log = [0, time.perf_counter()]
+        self.since_log = [0, time.perf_counter()]
         with launch.StopSignal(acc, LOG_EVERY) as self._stop:  # SIGTERM: a checkpoint, then stop (`Stopped`)
             while not done:
                 done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
@@ -229,7 +219,7 @@ class Trainer:
             with acc.accumulate(self.model):
                 self.step.backward(batch)  # forward, loss, backward; the loss summed on the device
                 stepped = self.step.update() if acc.sync_gradients else False  # clip, AdamW, zero gradients
-            self._since_log[0] += 1
+            self.since_log[0] += 1
             state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
             if not acc.sync_gradients:
                 continue
@@ -247,7 +237,7 @@ class Trainer:
                                                           acc.gradient_state.end_of_dataloader)
             save = evaluate or (cfg.save_every and step % cfg.save_every == 0) or stop
             if step % LOG_EVERY == 0 or save:
-                self._log_loss(state, bar)
+                record_loss(self, state, bar)
             if save:
                 done = self._evaluate_and_save(state, eval_sets, steps_per_epoch, evaluate) or done
             if stop:
@@ -288,39 +278,8 @@ class Trainer:
                                                         self.cfg.keep_checkpoints)
         self.model.train()
         self._stretch_start()
-        self._since_log = [0, self._t0]
+        self.since_log = [0, self._t0]
         return stop
-
-    def _log_loss(self, state: dict, bar) -> None:
-        """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes;
-        stop every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate,
-        examples/s, mean gradient norm (before clipping), how many steps were clipped and the peak memory since the
-        last line."""
-        n, since = self._since_log
-        if n == 0:
-            return
-        acc, step, loss_sum = self.accelerator, state["global_step"], self.step.loss_sum
-        mean_loss = (acc.reduce(loss_sum.clone(), reduction="mean") / n).item()  # the same on every process
-        if not math.isfinite(mean_loss):
-            raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
-                               f"checkpoint is kept in {self.ckpt_dir}. Try a lower --lr or --precision fp32.")
-        now = time.perf_counter()
-        lr = float(max(self.scheduler.get_last_lr()))  # the head's rate when layer_lr_decay gives layers lower ones
-        rate = n * self.cfg.batch_size * acc.num_processes / (now - since)
-        norm_sum, clipped, steps = self.step.grad_stats.tolist()
-        grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
-        peak = self.memory.record("training")  # this stretch's peak: memory that grows with the run shows here
-        self.memory.reset_peak()
-        bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
-        if acc.is_main_process:
-            append_jsonl(self.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss, "lr": lr,
-                                                               "examples_per_s": rate, **grads, **peak})
-        if self.cfg.report_to:
-            acc.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
-                     **{f"train/{k}": v for k, v in grads.items()}}, step=step)
-        loss_sum.zero_()
-        self.step.grad_stats.zero_()
-        self._since_log = [0, now]
 
     def _evaluate(self, state: dict, eval_sets: dict, steps_per_epoch: int) -> bool:
         """Evaluate, log, keep the best model; return True when early stopping says stop (the same everywhere:
@@ -337,15 +296,7 @@ class Trainer:
             checkpoints.save_best(acc, self.model, self.task, self.ckpt_dir / "best")
         else:
             state["bad_evals"] += 1
-        flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
-        if acc.is_main_process:
-            append_jsonl(self.output_dir / "eval_metrics.jsonl", {
-                "step": state["global_step"], "epoch": round(state["global_step"] / steps_per_epoch, 3), **flat})
-        if cfg.report_to:
-            acc.log(flat, step=state["global_step"])
-        shown = (f"{k} {v:.0f}" if k.endswith("total") else f"{k} {v:.4f}" for k, v in flat.items())  # QA: counts
-        self.log(f"step {state['global_step']}: " + ", ".join(shown)
-                 + (" (best)" if improved else ""))
+        record_eval(self, state, metrics, improved, steps_per_epoch)
         stop = cfg.early_stopping is not None and state["bad_evals"] >= cfg.early_stopping
         if stop:
             self.log(f"early stopping: {state['bad_evals']} evaluations without improvement")

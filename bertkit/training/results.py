@@ -1,13 +1,81 @@
-"""A run's end (`finish`, called by `Trainer.fit`): the best weights back in the model, the validation (and test)
-sets scored with them, and the run folder written by the main process: predictions, the best model as a plain
-Hugging Face folder, metrics.json (scores, what was trained and how, the peak memory of every phase) and report.md.
+"""What a run records, called by `Trainer` (loop.py): the run folder's first files (`open_run`), a line per loss
+read-out (`record_loss`) and per evaluation (`record_eval`), and its end (`finish`): the best weights back in the
+model, the validation (and test) sets scored with them, and the run folder written by the main process:
+predictions, the best model as a plain Hugging Face folder, metrics.json (scores, what was trained and how, the peak
+memory of every phase) and report.md.
 """
 
 from __future__ import annotations
 
+import math
+import time
+
+from ..config_files import to_yaml
+from ..errors import BertkitError
 from ..report import write_report
-from ..utils import write_json
+from ..utils import append_jsonl, atomic_path, package_versions, truncate_jsonl, write_json
 from . import checkpoints
+
+
+def open_run(trainer, step: int) -> None:
+    """The run folder's first files (main process): the log lines written after `step` dropped (a resumed run's
+    checkpoint), config.yaml (what is trained) and versions.json."""
+    acc, out = trainer.accelerator, trainer.output_dir
+    if not acc.is_main_process:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("eval_metrics.jsonl", "train_log.jsonl"):
+        truncate_jsonl(out / name, step)
+    with atomic_path(out / "config.yaml") as p:
+        p.write_text(to_yaml(trainer.cfg))
+    write_json(out / "versions.json", {**package_versions(), "precision": trainer.precision,
+                                         "precision_choice": trainer.precision_choice.to_dict(),
+                                         "processes": acc.num_processes, "device": str(acc.device),
+                                         "distributed_type": str(acc.distributed_type)})
+
+
+def record_loss(trainer, state: dict, bar) -> None:
+    """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes; stop
+    every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate, examples/s,
+    mean gradient norm (before clipping), how many steps were clipped and the peak memory since the last line."""
+    n, since = trainer.since_log
+    if n == 0:
+        return
+    acc, step, loss_sum = trainer.accelerator, state["global_step"], trainer.step.loss_sum
+    mean_loss = (acc.reduce(loss_sum.clone(), reduction="mean") / n).item()  # the same on every process
+    if not math.isfinite(mean_loss):
+        raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
+                           f"checkpoint is kept in {trainer.ckpt_dir}. Try a lower --lr or --precision fp32.")
+    now = time.perf_counter()
+    lr = float(max(trainer.scheduler.get_last_lr()))  # the head's rate when layer_lr_decay gives layers lower ones
+    rate = n * trainer.cfg.batch_size * acc.num_processes / (now - since)
+    norm_sum, clipped, steps = trainer.step.grad_stats.tolist()
+    grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
+    peak = trainer.memory.record("training")  # this stretch's peak: memory that grows with the run shows here
+    trainer.memory.reset_peak()
+    bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")
+    if acc.is_main_process:
+        append_jsonl(trainer.output_dir / "train_log.jsonl", {"step": step, "loss": mean_loss, "lr": lr,
+                                                              "examples_per_s": rate, **grads, **peak})
+    if trainer.cfg.report_to:
+        acc.log({"train/loss": mean_loss, "train/lr": lr, "train/examples_per_s": rate,
+                 **{f"train/{k}": v for k, v in grads.items()}}, step=step)
+    loss_sum.zero_()
+    trainer.step.grad_stats.zero_()
+    trainer.since_log = [0, now]
+
+
+def record_eval(trainer, state: dict, metrics: dict, improved: bool, steps_per_epoch: int) -> None:
+    """An evaluation's line: eval_metrics.jsonl (main process), the trackers, and the log."""
+    acc, step = trainer.accelerator, state["global_step"]
+    flat = {f"{k}/{m}": v for k, d in metrics.items() for m, v in d.items() if isinstance(v, (int, float))}
+    if acc.is_main_process:
+        append_jsonl(trainer.output_dir / "eval_metrics.jsonl",
+                     {"step": step, "epoch": round(step / steps_per_epoch, 3), **flat})
+    if trainer.cfg.report_to:
+        acc.log(flat, step=step)
+    shown = (f"{k} {v:.0f}" if k.endswith("total") else f"{k} {v:.4f}" for k, v in flat.items())  # QA: counts
+    trainer.log(f"step {step}: " + ", ".join(shown) + (" (best)" if improved else ""))
 
 
 def finish(trainer, state: dict, eval_sets: dict, test) -> dict:
