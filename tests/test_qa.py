@@ -256,6 +256,10 @@ def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):
     src.write_text('{"question": "who?", "context": "Ann."}\n{"question": "what?"}\n')
     assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
     assert 'q.jsonl, line 2, field "context": missing field' in capsys.readouterr().err
+    src.write_text("Who wrote it?\n")  # a question as plain text: the line says what a row holds
+    assert main(["predict", "--model", str(out), "--input", str(src)]) == 2
+    assert ('q.jsonl, line 1: not valid JSON: Expecting value (column 1); each line is one JSON object with '
+            '"question", "context"') in capsys.readouterr().err
 
 
 def test_evaluation_keeps_candidates_not_logits_with_the_same_answers(qa_run, squad_dir, monkeypatch):

@@ -165,22 +165,24 @@ def read_lines(source, what: str = "text") -> list[tuple[int, str]]:
     return rows
 
 
-def json_object(text: str, path, line: int) -> dict:
-    """One JSONL line as an object, or a DataError naming file and line."""
+def json_object(text: str, path, line: int, hint: str = "") -> dict:
+    """One JSONL line as an object, or a DataError naming file and line (and `hint`: what a line should hold)."""
     try:
         row = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=line) from None
+        raise DataError(f"not valid JSON: {e.msg} (column {e.colno}){hint}", file=path, line=line) from None
     if not isinstance(row, dict):
-        raise DataError("each line must be a JSON object", file=path, line=line)
+        raise DataError(f"not a JSON object{hint}" if hint else "each line must be a JSON object", file=path,
+                        line=line)
     return row
 
 
-def iter_jsonl(source) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of every non-blank line of a JSONL file, or of standard input for `-`, streamed."""
+def iter_jsonl(source, hint: str = "") -> Iterator[tuple[int, dict]]:
+    """(line number, object) of every non-blank line of a JSONL file, or of standard input for `-`, streamed;
+    `hint` ends the message of a line that is not a JSON object (what one should hold)."""
     for n, text in iter_lines(source):
         if text.strip():
-            yield n, json_object(text, source_name(source), n)
+            yield n, json_object(text, source_name(source), n, hint)
 
 
 def read_jsonl(source) -> list[tuple[int, dict]]:

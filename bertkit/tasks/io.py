@@ -40,7 +40,8 @@ class TaskIO:
         from ..data.readers import iter_jsonl, source_name
 
         name, rows = source_name(source), []
-        for line, row in iter_jsonl(source):
+        fields = ", ".join(f'"{f}"' for f in cls.input_fields)
+        for line, row in iter_jsonl(source, f"; each line is one JSON object with {fields}"):
             rows.append(cls.check_row(row, name, line))
         if not rows:
             raise DataError("no input rows", file=name)
