@@ -80,11 +80,12 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
     if not rows:
         raise DataError("no data rows (only a header or blank lines)", file=path)
     out = {"text": [], **({"text_pair": []} if text_pair_column else {}), **({"label": []} if label_column else {})}
+    flags = {text_column: "--text-column", text_pair_column: "--text-pair-column", label_column: "--label-column"}
     for line, row in rows:
         for column in wanted:
             if column not in row:
-                raise DataError(f"missing column (found: {', '.join(map(str, row))})", file=path, line=line,
-                                field=column)
+                raise DataError(f"missing column (found: {', '.join(map(str, row))}; {flags[column]} names the "
+                                "column to read)", file=path, line=line, field=column)
         for column, key in ((text_column, "text"), (text_pair_column, "text_pair")):
             if column is None:
                 continue
