@@ -67,8 +67,9 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
 
 
 def _no_folder(name: str) -> str:
-    """For a hub id that could have been meant as a folder (runs/sst2): that there is no such folder either."""
-    return f"; nor is there a folder {name} here" if "/" in name and not Path(name).expanduser().exists() else ""
+    """For a hub id that could have been meant as a folder (runs/sst2, or a run folder `sst2` here): that there is no
+    such folder either."""
+    return f"; nor is there a folder {name} here" if not Path(name).expanduser().exists() else ""
 
 
 SKIPPED_FILES = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "onnx/*", "openvino/*", "coreml/*"]

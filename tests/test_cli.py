@@ -300,6 +300,8 @@ def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_pat
     err = capsys.readouterr().err
     assert "cannot load model 'acme/not-cached'" in err and "offline: HF_HUB_OFFLINE" in err, err
     assert err.rstrip().endswith("nor is there a folder acme/not-cached here)")  # a run folder's name mistyped?
+    assert main(["predict", "--model", "sst2-run", "--input", "texts.txt"]) == 2  # a name without a slash too
+    assert capsys.readouterr().err.rstrip().endswith("nor is there a folder sst2-run here)")
     (tmp_path / "header.tsv").write_text("sentence\n")
     assert main(["predict", "--model", "acme/tiny-sst2", "--input", "header.tsv"]) == 2
     assert "header.tsv: no rows (a header only)" in capsys.readouterr().err
