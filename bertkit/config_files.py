@@ -91,6 +91,13 @@ def load_recipe(name: str, overrides: dict | None = None) -> RunConfig:
         resolve([recipe, (fields, f"{path}: model_overrides.{model}", True)])
     model = overrides.get("model", values.get("model", RunConfig.model))
     chosen = {k: v for k, v in tuned.get(model, {}).items() if k not in overrides}
+    metrics = overrides.get("metrics")
+    if metrics and "main_metric" not in overrides:
+        # --metrics without the recipe's main metric: the first of them, as a run without a recipe chooses
+        listed = metrics.split(",") if isinstance(metrics, str) else list(metrics)
+        for fields in (values, chosen):
+            if fields.get("main_metric") not in listed:
+                fields.pop("main_metric", None)
     return resolve([recipe, (chosen, f"{path}: model_overrides.{model}", True), (overrides, "command line", True)])
 
 
