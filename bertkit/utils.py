@@ -114,3 +114,8 @@ def truncate_jsonl(path: Path, step: int) -> None:
     keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     with atomic_path(path) as p:
         p.write_text("".join(line + "\n" for line in keep))
+
+
+def as_list(texts) -> list:
+    """A notebook's input as a list: one str is one input (not its characters), any other sequence its items."""
+    return [texts] if isinstance(texts, str) else list(texts)

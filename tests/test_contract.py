@@ -258,6 +258,19 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
         close(t, a, 1e-5, f"row {i}")
 
 
+def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
+    """`predict("text")` answers as `predict(["text"])` for the tasks whose notebook `predict` takes texts."""
+    from bertkit import QuestionAnswering, SequenceClassification, TokenClassification
+
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"])
+    assert clf.predict("a fine film", with_probs=True) == clf.predict(["a fine film"], with_probs=True)
+    ner = TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"])
+    assert ner.predict("Ann lives in Rome .") == ner.predict(["Ann lives in Rome ."])
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert))
+    assert qa.predict("Where does Ann live?", "Ann lives in Rome.") == qa.predict(["Where does Ann live?"],
+                                                                                ["Ann lives in Rome."])
+
+
 @pytest.mark.usefixtures("cpu_only")  # stand-in graphs on a CPU (a GPU's own: tests/test_gpu.py)
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_rows_on_the_gpu_path_answer_as_on_the_plain_one(task_run, monkeypatch):

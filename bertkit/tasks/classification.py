@@ -36,6 +36,7 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
+from ..utils import as_list
 from .base import Task
 from .classification_io import ClassificationIO
 from .multi_label import MultiLabelHead
@@ -340,8 +341,10 @@ class SequenceClassification(ClassificationIO, Task):
 
     def predict(self, texts: list[str], text_pairs: list[str] | None = None, batch_size: int = 64,
                 precision: str = "fp32", with_probs: bool = False) -> list[dict]:
-        """One prediction per text (notebook use), pooled over its windows when it has several; input order kept."""
-        cols = {"text": list(texts), **({"text_pair": list(text_pairs)} if text_pairs is not None else {})}
+        """One prediction per text (notebook use), pooled over its windows when it has several; input order kept. A
+        single str is one text."""
+        texts = as_list(texts)
+        cols = {"text": texts, **({"text_pair": as_list(text_pairs)} if text_pairs is not None else {})}
         if self.doc_pooling == "truncate":  # one feature per text: tokenised straight into columns (no Arrow table)
             enc = self.tokenizer(cols["text"], cols.get("text_pair"), truncation=True, max_length=self.max_length)
             features = Columns({k: enc[k] for k in MODEL_INPUTS if k in enc})

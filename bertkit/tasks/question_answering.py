@@ -41,7 +41,7 @@ from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..metrics.squad import f1_score
 from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..typed import option
-from ..utils import write_json
+from ..utils import as_list, write_json
 from .base import Task
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
 from .question_answering_io import QuestionAnsweringIO
@@ -322,8 +322,9 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         """The answer to each question in its context (notebook use): {answer, score, start, end} with character
         offsets into the context (`context[start:end] == answer`) and score the answer's probability among the
         n best; `with_nbest` adds the list of alternatives. Order of the input is kept. A SQuAD 2.0 model adds
-        `no_answer` (then answer "", start = end = 0, score the no-answer probability) and `null_odds`."""
-        questions, contexts = list(questions), list(contexts)
+        `no_answer` (then answer "", start = end = 0, score the no-answer probability) and `null_odds`. A single str
+        is one question (or context)."""
+        questions, contexts = as_list(questions), as_list(contexts)
         if len(questions) != len(contexts):
             raise BertkitError(f"{len(questions)} questions but {len(contexts)} contexts")
         for i, (q, c) in enumerate(zip(questions, contexts, strict=True)):

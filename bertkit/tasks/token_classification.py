@@ -42,6 +42,7 @@ from ..feature_cache import cached_map
 from ..metrics import compute_metrics
 from ..metrics.ner import NER_BUILTIN
 from ..typed import option
+from ..utils import as_list
 from .base import Task
 from .casing import add_casing_types, word_casing
 from .token_classification_io import TokenClassificationIO
@@ -210,7 +211,8 @@ class TokenClassification(TokenClassificationIO, Task):
         raw text (a string), which is split into words by `split_words`; its entities then also carry character
         offsets `start`, `end` (end exclusive) into the text. `documents` (a document number per sentence, equal
         for consecutive sentences of one text) gives a model trained with document context its context; without
-        it each sentence is read alone."""
+        it each sentence is read alone. A single str is one sentence."""
+        sentences = as_list(sentences)
         spans = [split_words(s) if isinstance(s, str) else None for s in sentences]
         tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans, strict=True)]
         if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
