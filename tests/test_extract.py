@@ -58,6 +58,19 @@ def test_word_rows_align_with_words_and_multi_piece_words(tiny_bert):
     assert [v.shape for v in fx(SENTENCES)] == [(len(s), 32) for s in SENTENCES]
 
 
+def test_raw_text_is_split_into_words_as_the_cli_splits_a_line(tiny_bert):
+    """A notebook's raw text (a str sentence; one str alone is one sentence) gives the rows of its words as
+    `bertkit extract` splits a text line."""
+    from bertkit.extract.inputs import split_text
+
+    fx = FeatureExtractor(str(tiny_bert), layers="last", pool="mean", precision="fp32")
+    text = "EU rejects German call, says Smith."
+    words = split_text(text, fx.tokenizer)
+    assert words == ["EU", "rejects", "German", "call", ",", "says", "Smith", "."]  # punctuation: words of its own
+    (split,), (raw,), (alone,) = fx([words]), fx([text]), fx(text)
+    assert split.shape == (8, 32) and np.array_equal(split, raw) and np.array_equal(raw, alone)
+
+
 @pytest.mark.parametrize("spec, expected", [("embeddings", [0]), ("last", [2]), ("second-to-last", [1]),
                                             ("all", [1, 2]), ("-1,-2", [2, 1]), ("1-2", [1, 2]), ("0", [0]),
                                             ("embeddings,all", [0, 1, 2]), ("-3", [0]), ("last2", [1, 2]),
