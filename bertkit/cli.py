@@ -31,6 +31,16 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def unknown_flags(args, extra: list[str]) -> None:
+    """Exit 2 on one line naming the flags no option of the command took and where its flags are listed (with the
+    recipe or model that decides the task's own: a long command's whole usage would bury the line)."""
+    which = (f" {args.recipe}" if getattr(args, "recipe", None) else
+             f" --model {args.model}" if getattr(args, "model", None) else "")
+    print(f"bertkit {args.command}: error: unrecognized arguments: {' '.join(extra)} (`bertkit {args.command}{which} "
+          "--help` lists its flags)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def reference(width: int = 100) -> str:
     """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a test keeps it current);
     `finetune` once per built-in task (a recipe of each) and `predict` without a model."""
@@ -81,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "task_error", None):  # the command could not tell its task (a bad recipe or model)
             raise BertkitError(args.task_error)
         if extra:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            unknown_flags(args, extra)
         code = args.func(args)
         sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is met by the handler below
         return code

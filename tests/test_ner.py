@@ -466,7 +466,13 @@ def test_predict_bad_conll_input_exits_2(ner_run, tmp_path, capsys):
     assert f"{f}, line 2: expected 2 columns" in capsys.readouterr().err and not (tmp_path / "o").exists()
     with pytest.raises(SystemExit) as e:  # the flags are the run's task's: a NER run has no --probs
         main(["predict", "--model", str(ner_run), "--input", str(f), "--probs"])
-    assert e.value.code == 2 and "unrecognized arguments: --probs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == (f"bertkit predict: error: unrecognized arguments: --probs (`bertkit predict "
+                                         f"--model {ner_run} --help` lists its flags)\n")  # one line, no usage
+    with pytest.raises(SystemExit) as e:  # a classification option on a NER recipe
+        main(["finetune", "conll2003", "--problem-type", "regression"])
+    assert e.value.code == 2 and capsys.readouterr().err.endswith(
+        "unrecognized arguments: --problem-type regression (`bertkit finetune conll2003 --help` lists its flags)\n")
 
 
 # --- recipe, hub copy, real files ---------------------------------------------------------------------------------
