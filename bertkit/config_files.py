@@ -21,7 +21,7 @@ import yaml
 from .config import DEFAULT_TASK, FLAT, GENERIC, NESTED, RunConfig, resolve, run_config, task_class
 from .errors import BertkitError
 from .tasks.registry import all_tasks
-from .typed import option_names, unknown_key
+from .typed import check_type, option_names, unknown_key
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 
@@ -94,7 +94,7 @@ def load_recipe(name: str, overrides: dict | None = None) -> RunConfig:
     metrics = overrides.get("metrics")
     if metrics and "main_metric" not in overrides:
         # --metrics without the recipe's main metric: the first of them, as a run without a recipe chooses
-        listed = metrics.split(",") if isinstance(metrics, str) else list(metrics)
+        listed = check_type("metrics", metrics, list[str])  # as `resolve` reads the flag: "f1, accuracy"
         for fields in (values, chosen):
             if fields.get("main_metric") not in listed:
                 fields.pop("main_metric", None)

@@ -36,7 +36,7 @@ def test_overrides_are_flat_run_fields_group_fields_and_task_options():
 def test_metrics_asked_for_without_the_recipes_main_metric_take_their_first():
     """--metrics without --main-metric: the recipe's main metric where it is among them, else the first of them (as
     a run without a recipe chooses); --main-metric given is kept and checked."""
-    assert load_recipe("sst2", {"metrics": "f1,accuracy"}).main_metric == "accuracy"  # the recipe's, listed
+    assert load_recipe("sst2", {"metrics": "f1, accuracy"}).main_metric == "accuracy"  # the recipe's, listed
     assert load_recipe("sst2", {"metrics": ["f1"]}).main_metric == "f1"
     with pytest.raises(BertkitError, match="main_metric 'accuracy' is not in metrics"):
         load_recipe("sst2", {"metrics": "f1", "main_metric": "accuracy"})
