@@ -31,6 +31,11 @@ def split_text(text: str, tokenizer=None) -> list[str]:
     return [w for w in words if w]
 
 
+def as_words(sentence, tokenizer=None) -> list[str]:
+    """A sentence as words: raw text (a str) split as `split_text` splits a text line, a list of words as it is."""
+    return split_text(sentence, tokenizer) if isinstance(sentence, str) else list(sentence)
+
+
 def detect_format(path: Path) -> str:
     if path.suffix.lower() in (".jsonl", ".json"):
         return "jsonl"

@@ -170,10 +170,10 @@ class Engine:
         if key[0] == "predict":  # items: the task's input rows
             return self.task.predict_rows(items, self.batch_size, self.precision, **options)
         if key[0] == "embed":  # key: (embed, layers, combine, pool)
-            from ..extract.inputs import split_text
+            from ..extract.inputs import as_words
 
             fx = self.extractor.with_settings(*key[1:])
-            words = [split_text(x, fx.tokenizer) if isinstance(x, str) else list(x) for x in items]
+            words = [as_words(x, fx.tokenizer) for x in items]  # split here: the answer echoes them
             return list(zip(words, fx(words), strict=True))
         raise ValueError(f"unknown job kind {key[0]!r}")
 
