@@ -25,7 +25,6 @@ from ..graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
 from ..models import load_pretrained, load_tokenizer
 from ..precast import precast
 from ..utils import as_list
-from .inputs import as_words
 from .layers import COMBINE, POOL, WORD_POOLS, WordError, combine_layers, parse_layers, pool_pieces, pool_words
 
 
@@ -110,6 +109,8 @@ class FeatureExtractor:
         [pieces, dim] (pool none); with combine none an extra layer axis before dim. A sentence is a list of words,
         or raw text (a str, one sentence where given alone), split into words as `bertkit extract` splits a text
         line (`inputs.as_words`)."""
+        from .inputs import as_words  # here: inputs.py's readers bring datasets, which extraction needs not
+
         sentences = [as_words(s, self.tokenizer) for s in as_list(sentences)]
         if not sentences:
             return []
