@@ -281,6 +281,19 @@ def test_a_logged_command_carries_no_progress_bars_of_the_libraries_unless_verbo
     assert proc.returncode == 0 and "Loading weights" in proc.stderr, proc.stderr  # --verbose keeps them
 
 
+def test_predict_imports_none_of_the_scoring_libraries(run_dir, tmp_path):
+    """predict, which loads every task's module to find the checkpoint's task, leaves evaluate (which imports
+    transformers' pipelines), scikit-learn and seqeval unimported: seconds of start-up that only scoring needs."""
+    (tmp_path / "texts.txt").write_text("a fine film\n")
+    code = f"""import json, sys
+from bertkit.cli import main
+assert main(["predict", "--model", {str(run_dir)!r}, "--input", {str(tmp_path / "texts.txt")!r}]) == 0
+print(json.dumps(sorted(m for m in ("evaluate", "sklearn", "seqeval") if m in sys.modules)))"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=bertkit_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
 def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_path, monkeypatch, capsys):
     import huggingface_hub
 

@@ -21,6 +21,22 @@ def test_hooks_accept_evaluate_modules_and_callables():
     assert compute_metrics(hooks, [1, 1, 0, 0], [1, 0, 0, 0]) == {"accuracy": 0.75, "count": 4}
 
 
+def test_each_table_of_built_in_metrics_makes_what_its_module_defines():
+    """The tables name their metrics without importing them (evaluate is imported by the first one made): each
+    name is its module's, and makes that module's metric."""
+    import importlib
+
+    import bertkit.metrics as m
+
+    for table, module in [(m.BUILTIN, "classification"), (m.SQUAD_BUILTIN, "squad"), (m.SQUAD_V2_BUILTIN, "squad_v2"),
+                          (m.NER_BUILTIN, "ner"), (m.REGRESSION_BUILTIN, "regression"),
+                          (m.MULTI_LABEL_BUILTIN, "multi_label")]:
+        metrics = importlib.import_module(f"bertkit.metrics.{module}").METRICS
+        assert list(table) == list(metrics), module
+        assert all(type(make()) is metrics[name] for name, make in table.items()), module
+    assert m.Accuracy is Accuracy and m.SquadV2.__module__ == "bertkit.metrics.squad_v2"
+
+
 def test_train_batches_are_deterministic_complete_and_grouped():
     lengths = np.random.default_rng(1).integers(5, 128, 1000).tolist()
     a = train_batches(lengths, 32, seed=42, epoch=0)

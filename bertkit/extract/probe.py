@@ -65,8 +65,7 @@ def predict_tags(tagger: Tagger, features: list[np.ndarray], label_names: list[s
 def train_probe(train_x, train_tags, valid_x, valid_tags, label_names, kind="bilstm", hidden=256, mix_layers=0,
                 epochs=4, lr=1e-3, batch_size=32, seed=42, log=print) -> tuple[Tagger, dict, list[dict]]:
     """Train on frozen features; keep the epoch with the best validation entity F1."""
-    from ..metrics import compute_metrics, resolve_metrics
-    from ..metrics.ner import NER_BUILTIN
+    from ..metrics import NER_BUILTIN, compute_metrics, resolve_metrics
 
     torch.manual_seed(seed)
     hooks = resolve_metrics(["precision", "recall", "f1"], builtins=NER_BUILTIN)

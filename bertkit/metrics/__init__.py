@@ -21,27 +21,55 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import evaluate
-
 from ..errors import BertkitError
-from .classification import F1, Accuracy, MatthewsCorrelation
-from .multi_label import MULTI_LABEL_BUILTIN
-from .ner import NER_BUILTIN
-from .regression import REGRESSION_BUILTIN
-from .squad import Squad, SquadExactMatch, SquadF1
-from .squad_v2 import SQUAD_V2_BUILTIN, SquadV2
 
-BUILTIN = {"accuracy": Accuracy, "f1": F1, "mcc": MatthewsCorrelation}
-SQUAD_BUILTIN = {"exact_match": SquadExactMatch, "f1": SquadF1, "squad": Squad}
+
+def _builtins(module: str, *names: str) -> dict[str, Callable]:
+    """{name: a maker of the metric `bertkit.metrics.<module>.METRICS[name]`}, the module imported on the first
+    call. The metrics are `evaluate` modules, and `import evaluate` imports transformers' pipelines: start-up time
+    that predict, serve, export and `--help`, which never score, do not spend (tests check the names against the
+    module's table)."""
+    def maker(name):
+        def make():
+            return importlib.import_module(f"{__name__}.{module}").METRICS[name]()
+        make.__qualname__ = f"{module}.METRICS[{name!r}]"
+        return make
+    return {name: maker(name) for name in names}
+
+
+BUILTIN = _builtins("classification", "accuracy", "f1", "mcc")
+SQUAD_BUILTIN = _builtins("squad", "exact_match", "f1", "squad")
+SQUAD_V2_BUILTIN = _builtins("squad_v2", "squad_v2", "exact", "f1", "total", "HasAns_exact", "HasAns_f1",
+                             "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact",
+                             "best_exact_thresh", "best_f1", "best_f1_thresh")
+NER_BUILTIN = _builtins("ner", "precision", "recall", "f1", "per_type", "accuracy", "seqeval")
+REGRESSION_BUILTIN = _builtins("regression", "pearson", "spearman", "mse")
+MULTI_LABEL_BUILTIN = _builtins("multi_label", "micro_f1", "macro_f1", "subset_accuracy")
+_CLASSES = {"Accuracy": "classification", "F1": "classification", "MatthewsCorrelation": "classification",
+            "Squad": "squad", "SquadExactMatch": "squad", "SquadF1": "squad", "SquadV2": "squad_v2"}
+
+
+def __getattr__(name: str):  # the metric classes, imported on first use (as the tables' makers do)
+    if name not in _CLASSES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_CLASSES[name]}"), name)
+
+
+def _is_evaluate_module(spec) -> bool:
+    evaluate = sys.modules.get("evaluate")  # not imported yet: spec cannot be one of its modules
+    return evaluate is not None and isinstance(spec, evaluate.EvaluationModule)
+
 
 MetricHook = Callable[[list, list], dict]
 
 
-def _from_module(module: evaluate.EvaluationModule, **kwargs) -> MetricHook:
+def _from_module(module, **kwargs) -> MetricHook:  # module: an evaluate.EvaluationModule
     return lambda predictions, references: module.compute(predictions=predictions, references=references, **kwargs)
 
 
@@ -54,7 +82,7 @@ def resolve_metric(spec, builtins: dict | None = None, allow_hub: bool = False, 
         module = builtins[spec]()
         accepted = inspect.signature(module._compute).parameters
         return _from_module(module, **{k: v for k, v in kwargs.items() if k in accepted})
-    if isinstance(spec, evaluate.EvaluationModule):
+    if _is_evaluate_module(spec):
         return _from_module(spec)
     if isinstance(spec, str):
         if not Path(spec).exists() and not allow_hub:
@@ -62,6 +90,8 @@ def resolve_metric(spec, builtins: dict | None = None, allow_hub: bool = False, 
                                "script (a hub metric runs downloaded code: load it in Python, "
                                "resolve_metrics([evaluate.load(name)]), and pass it as metric_hooks)")
         try:
+            import evaluate
+
             return _from_module(evaluate.load(spec))
         except Exception as e:
             raise BertkitError(f"metric '{spec}' is not built in ({', '.join(builtins)}) and evaluate.load "

@@ -42,3 +42,6 @@ class MatthewsCorrelation(_SklearnMetric):
 
     def _compute(self, predictions, references):
         return {"mcc": float(matthews_corrcoef(references, predictions))}
+
+
+METRICS = {"accuracy": Accuracy, "f1": F1, "mcc": MatthewsCorrelation}

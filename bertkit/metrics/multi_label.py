@@ -49,4 +49,4 @@ class SubsetAccuracy(_MultiLabelMetric):
         return {"subset_accuracy": float(accuracy_score(np.asarray(references), np.asarray(predictions)))}
 
 
-MULTI_LABEL_BUILTIN = {"micro_f1": MicroF1, "macro_f1": MacroF1, "subset_accuracy": SubsetAccuracy}
+METRICS = {"micro_f1": MicroF1, "macro_f1": MacroF1, "subset_accuracy": SubsetAccuracy}

@@ -81,5 +81,5 @@ class TagAccuracy(_SeqevalMetric):
 
 
 # the metric names a token-classification recipe may list (they mean something else for sequence classification)
-NER_BUILTIN = {"precision": EntityPrecision, "recall": EntityRecall, "f1": EntityF1, "per_type": EntityTypes,
-               "accuracy": TagAccuracy, "seqeval": EntityScores}
+METRICS = {"precision": EntityPrecision, "recall": EntityRecall, "f1": EntityF1, "per_type": EntityTypes,
+           "accuracy": TagAccuracy, "seqeval": EntityScores}

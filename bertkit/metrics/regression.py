@@ -52,4 +52,4 @@ class MeanSquaredError(_RegressionMetric):
         return {"mse": float(np.mean(diff**2))}
 
 
-REGRESSION_BUILTIN = {"pearson": Pearson, "spearman": Spearman, "mse": MeanSquaredError}
+METRICS = {"pearson": Pearson, "spearman": Spearman, "mse": MeanSquaredError}

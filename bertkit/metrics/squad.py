@@ -100,3 +100,6 @@ class SquadExactMatch(Squad):
 
 class SquadF1(Squad):
     keys = ("f1",)
+
+
+METRICS = {"exact_match": SquadExactMatch, "f1": SquadF1, "squad": Squad}

@@ -151,4 +151,4 @@ def _only(key: str) -> type[SquadV2]:
 
 
 # metric names for a SQuAD 2.0 recipe: "squad_v2" (every entry) or one entry by its name in the official output
-SQUAD_V2_BUILTIN = {"squad_v2": SquadV2, **{k: _only(k) for k in KEYS}}
+METRICS = {"squad_v2": SquadV2, **{k: _only(k) for k in KEYS}}

@@ -70,7 +70,7 @@ class Task(TaskIO):
     label_keys: tuple[str, ...] = ("labels",)  # batch keys that are targets, not model inputs at inference
     default_max_length = 128  # word pieces per input when none is given
     named_labels = True  # the head's outputs are named classes (config id2label); QA's start/end are not
-    metric_builtins: dict = {}  # metric name → evaluate module class, computed locally
+    metric_builtins: dict = {}  # metric name → what makes its evaluate module (a class), computed locally
     default_metrics: tuple[str, ...] = ()  # metrics when the recipe names none; the first selects the best model
     lower_is_better: frozenset = frozenset()  # metric names whose best value is the lowest
     uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler applies)

@@ -38,8 +38,6 @@ from ..data.squad import load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
-from ..metrics.squad import f1_score
-from ..metrics.squad_v2 import best_threshold, raw_scores
 from ..typed import option
 from ..utils import as_list, write_json
 from .base import Task
@@ -264,6 +262,8 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
     def choose_threshold(predictions: list[dict]) -> float:
         """SQuAD 2.0: the official script's `best_f1_thresh` for these predictions (with `gold`), each question
         answered by its best span: no answer where the null odds exceed it maximises F1 on them."""
+        from ..metrics.squad_v2 import best_threshold, raw_scores  # (with evaluate: only where a run scores)
+
         spans = {p["id"]: p["nbest"][0]["text"] if p["nbest"] else "" for p in predictions}
         refs = {p["id"]: p["gold"] for p in predictions}
         f1 = raw_scores(spans, refs)[1]
@@ -346,6 +346,8 @@ def consensus_first(answers: dict) -> dict:
     texts = answers["text"]
     if len(texts) < 2:
         return answers
+    from ..metrics.squad import f1_score  # (with evaluate: only where a run reads evaluation-style answers)
+
     agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
     best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
     order = [best] + [i for i in range(len(texts)) if i != best]

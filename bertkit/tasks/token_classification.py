@@ -32,15 +32,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
-from seqeval.metrics.sequence_labeling import get_entities
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
 
 from ..data.conll import load_conll_data, load_conll_split
 from ..errors import BertkitError
 from ..families import word_marker_id, words_tokenizer
 from ..feature_cache import cached_map
-from ..metrics import compute_metrics
-from ..metrics.ner import NER_BUILTIN
+from ..metrics import NER_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list
 from .base import Task
@@ -328,6 +326,8 @@ def sentence_prediction(tokens: list[str], tags: list[str], gold: list[str] | No
                         spans: list[tuple[str, int, int]] | None = None) -> dict:
     """{[text,] tokens, tags, [gold,] entities}; an entity is {type, text, word_start, word_end[, start, end]}
     with `word_end` exclusive, and character offsets `start`/`end` (end exclusive) when the input was raw text."""
+    from seqeval.metrics.sequence_labeling import get_entities  # (seqeval imports scikit-learn: only for NER)
+
     entities = []
     for etype, first, last in get_entities(list(tags)):  # last is inclusive
         entity = {"type": etype, "text": " ".join(tokens[first:last + 1]), "word_start": first, "word_end": last + 1}
