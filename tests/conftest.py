@@ -348,6 +348,19 @@ PARITY_RECIPES = {"sst2": [], "cola": [], "stsb": [], "mrpc": [], "rte": [], "wn
                   "squad_v2": ["--max-question-length", "16", "--window-overlap", "16"]}
 
 
+def parity_key() -> str:
+    """This machine's record in tests/data/recipe_metrics.json, compared bit for bit: the torch and transformers
+    versions, the CPU's model name and cores, and the vector instructions torch's kernels use (an AMD EPYC with
+    AVX-512 and one with AVX2 only share a model name, not the last bits of their sums)."""
+    import torch
+    import transformers
+
+    from bertkit.utils import hardware
+
+    return (f"torch {torch.__version__}, transformers {transformers.__version__}, {hardware()}, "
+            f"{torch.backends.cpu.get_cpu_capability()}")
+
+
 def recipe_fingerprint(recipe: str, model: Path, root: Path) -> dict:
     """Train `recipe` for 12 steps of the fixed tiny model on its synthetic files (fp32, seed 42) through the CLI;
     return every numeric metric of metrics.json (per split) and the last logged training loss."""

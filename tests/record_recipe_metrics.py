@@ -32,7 +32,6 @@ def _conftest():
 
 def main() -> None:
     import torch
-    import transformers
 
     import bertkit
     from bertkit.utils import hardware
@@ -40,12 +39,13 @@ def main() -> None:
     conftest = _conftest()
     out_file = HERE / "data" / "recipe_metrics.json"
     recorded = json.loads(out_file.read_text()) if out_file.is_file() else {}
-    key = f"torch {torch.__version__}, transformers {transformers.__version__}, {hardware()}"  # floats differ by CPU
+    key = conftest.parity_key()  # the last bits of floats differ by CPU kind
     with tempfile.TemporaryDirectory() as tmp:
         model = conftest.make_fixed_tiny_bert(Path(tmp) / "tiny")
         values = {r: conftest.recipe_fingerprint(r, model, Path(tmp)) for r in conftest.PARITY_RECIPES}
     recorded[key] = {"bertkit": bertkit.__version__, "bertkit_file": bertkit.__file__,
                      "date": time.strftime("%Y-%m-%d"), "hardware": hardware(),
+                     "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                      "python": platform.python_version(), "recipes": values}
     out_file.write_text(json.dumps(recorded, indent=1) + "\n")
     print(f"recorded {len(values)} recipes under '{key}' in {out_file}")

@@ -1,7 +1,7 @@
 """Every recipe gives the same metrics as bertkit 0.2.0 at the same seed on the fixed tiny model: 12 steps of each
 recipe on its synthetic files (conftest.recipe_fingerprint), against the values recorded from 0.2.0 itself
 (tests/data/recipe_metrics.json, by tests/record_recipe_metrics.py run with 0.2.0 importable). Under the torch and
-transformers versions and the CPU model they were recorded with, equal to the last bit; under others, to 1e-3."""
+transformers versions and the kind of CPU they were recorded with, equal to the last bit; under others, to 1e-3."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .conftest import PARITY_RECIPES, REPO, make_fixed_tiny_bert, recipe_fingerprint
+from .conftest import PARITY_RECIPES, REPO, make_fixed_tiny_bert, parity_key, recipe_fingerprint
 
 RECORDED = json.loads((REPO / "tests" / "data" / "recipe_metrics.json").read_text())
 
@@ -20,15 +20,10 @@ def fixed_tiny(tmp_path_factory):
 
 
 def recorded_values():
-    """(0.2.0's values, whether they were recorded with these torch/transformers versions on this CPU model): the
+    """(0.2.0's values, whether they were recorded with these torch/transformers versions on this kind of CPU): the
     last bits of a float differ between CPU kinds (their matrix kernels sum in other orders), so only a record of
-    the same versions and CPU is compared bit for bit."""
-    import torch
-    import transformers
-
-    from bertkit.utils import hardware
-
-    key = f"torch {torch.__version__}, transformers {transformers.__version__}, {hardware()}"
+    the same versions and CPU kind (`parity_key`) is compared bit for bit."""
+    key = parity_key()
     if key in RECORDED:
         return RECORDED[key], True
     return next(iter(RECORDED.values())), False
