@@ -116,6 +116,21 @@ def truncate_jsonl(path: Path, step: int) -> None:
         p.write_text("".join(line + "\n" for line in keep))
 
 
+@contextmanager
+def quiet_maps():
+    """datasets' progress bars off for a call, then as they were: a notebook's `predict` of a few texts prints its
+    answers, not a "Map" bar (as a transformers pipeline); also a decorator."""
+    import datasets
+
+    was_disabled = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()
+
+
 def as_list(texts) -> list:
     """A notebook's input as a list: one str is one input (not its characters), any other sequence its items."""
     return [texts] if isinstance(texts, str) else list(texts)

@@ -271,6 +271,32 @@ def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
                                                                                 ["Ann lives in Rome."])
 
 
+def test_a_notebooks_predict_prints_no_progress_bar_and_leaves_them_as_they_were(tiny_bert, capfd, monkeypatch):
+    """A notebook's predict prints answers, not datasets' "Map" bars; the bars' setting is the user's afterwards."""
+    import datasets
+
+    monkeypatch.setenv("BERTKIT_CACHE", "off")  # every call maps (a cached encoding would not)
+
+    from bertkit import MultipleChoice, QuestionAnswering, TokenClassification
+
+    was_disabled = datasets.are_progress_bars_disabled()
+    datasets.enable_progress_bars()
+    try:
+        ner = TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"])
+        qa = QuestionAnswering.from_pretrained(str(tiny_bert))
+        mc = MultipleChoice.from_pretrained(str(tiny_bert))
+        capfd.readouterr()
+        ner.predict(["Ann lives in Rome ."])
+        qa.predict(["Where does Ann live?"], ["Ann lives in Rome."])
+        mc.predict_rows([{"context": "Ann opens the door.", "endings": ["She walks in.", "It rains fish."]}])
+        assert "Map" not in capfd.readouterr().err
+        assert not datasets.are_progress_bars_disabled()
+        datasets.Dataset.from_dict({"a": [1]}).map(lambda x: x)  # the user's own maps keep their bar
+        assert "Map" in capfd.readouterr().err
+    finally:
+        (datasets.disable_progress_bars if was_disabled else datasets.enable_progress_bars)()
+
+
 @pytest.mark.usefixtures("cpu_only")  # stand-in graphs on a CPU (a GPU's own: tests/test_gpu.py)
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_rows_on_the_gpu_path_answer_as_on_the_plain_one(task_run, monkeypatch):

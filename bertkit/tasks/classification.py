@@ -36,7 +36,7 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list
+from ..utils import as_list, quiet_maps
 from .base import Task
 from .classification_io import ClassificationIO
 from .multi_label import MultiLabelHead
@@ -339,6 +339,7 @@ class SequenceClassification(ClassificationIO, Task):
             if metric_hooks and labelled else {}
         return metrics, predictions
 
+    @quiet_maps()
     def predict(self, texts: list[str], text_pairs: list[str] | None = None, batch_size: int = 64,
                 precision: str = "fp32", with_probs: bool = False) -> list[dict]:
         """One prediction per text (notebook use), pooled over its windows when it has several; input order kept. A

@@ -11,11 +11,13 @@ import datasets
 import torch
 
 from ..errors import DataError
+from ..utils import quiet_maps
 from .requests import check_rows, plain_rows, rows_request
 
 
 class TaskIO:
     # --- inference on rows: `bertkit predict`, `serve`, notebooks ------------------------------------------------
+    @quiet_maps()
     def predict_rows(self, rows: list[dict], batch_size: int = 64, precision: str = "fp32", **options) -> list[dict]:
         """One answer (a JSON-ready dict) per input row, in order. Rows have the `input_fields`; `options` are
         per-call output choices (e.g. probabilities). The default encodes the rows as examples and scores them."""

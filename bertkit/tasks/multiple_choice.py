@@ -36,6 +36,7 @@ from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
+from ..utils import quiet_maps
 from .base import Task
 from .requests import RequestError
 
@@ -203,6 +204,7 @@ class MultipleChoice(Task):
             if metric_hooks and labelled else {}
         return metrics, predictions
 
+    @quiet_maps()
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
         """Rows {context, endings, start?}; rows with different numbers of endings are run in separate groups."""
         answers: list = [None] * len(rows)

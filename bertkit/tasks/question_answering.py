@@ -39,7 +39,7 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, write_json
+from ..utils import as_list, quiet_maps, write_json
 from .base import Task
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
 from .question_answering_io import QuestionAnsweringIO
@@ -317,6 +317,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
             if main and self.null_threshold is None and predictions and "gold" in predictions[0]:
                 self.null_threshold = self.choose_threshold(predictions)
 
+    @quiet_maps()
     def predict(self, questions: list[str], contexts: list[str], batch_size: int = 64, precision: str = "fp32",
                 with_nbest: bool = False) -> list[dict]:
         """The answer to each question in its context (notebook use): {answer, score, start, end} with character

@@ -40,7 +40,7 @@ from ..families import word_marker_id, words_tokenizer
 from ..feature_cache import cached_map
 from ..metrics import NER_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list
+from ..utils import as_list, quiet_maps
 from .base import Task
 from .casing import add_casing_types, word_casing
 from .token_classification_io import TokenClassificationIO
@@ -203,6 +203,7 @@ class TokenClassification(TokenClassificationIO, Task):
                 p.write_text(conll_lines([x["tokens"] for x in predictions], [x["gold"] for x in predictions],
                                          [x["tags"] for x in predictions]))
 
+    @quiet_maps()
     def predict(self, sentences: list, batch_size: int = 64, precision: str = "fp32",
                 documents: list[int] | None = None) -> list[dict]:
         """Tags and entities for each sentence (notebook use), in input order. A sentence is a list of words, or
