@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             raise BertkitError(args.task_error)
         if extra:
             unknown_flags(args, extra)
+        if not sys.stderr.isatty() and args.command != "recipes":  # a log: no terminal colour codes in it
+            from .commands.common import plain_library_logs
+
+            plain_library_logs()
         code = args.func(args)
         sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is met by the handler below
         return code

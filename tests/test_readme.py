@@ -55,6 +55,7 @@ def test_cli_quickstart(workspace):
             command += " --lr 1e-2 --precision fp32"
         proc = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, (line, proc.stderr[-3000:])
+        assert "\x1b[" not in proc.stderr, (line, proc.stderr[-3000:])  # a log: no terminal colour codes
         if line.startswith("echo"):
             (answer,) = [json.loads(x) for x in proc.stdout.splitlines()]
             assert answer["text"] == "a gripping, funny film" and answer["label"] in ("negative", "positive")

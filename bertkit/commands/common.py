@@ -83,6 +83,27 @@ def quiet_libraries() -> None:
     transformers.logging.disable_progress_bar()
 
 
+def plain_library_logs() -> None:
+    """transformers' messages without terminal colour codes (its load report writes them whatever the stream): for
+    a log, where they are noise. The formatter of transformers' own handler is wrapped; the messages are kept."""
+    import logging
+    import re
+
+    from transformers.utils import logging as hf_logging
+
+    class Plain(logging.Formatter):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def format(self, record):
+            return re.sub(r"\x1b\[[0-9;]*m", "", (self.inner or logging.Formatter()).format(record))
+
+    for handler in hf_logging.get_logger().handlers:
+        if not isinstance(handler.formatter, Plain):
+            handler.setFormatter(Plain(handler.formatter))
+
+
 def write_output(text: str, output: str | None, what: str) -> None:
     """Predictions to `output` (written to a temporary name, then renamed) or to standard output."""
     import sys
