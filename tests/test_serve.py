@@ -389,7 +389,7 @@ def test_a_client_that_disconnects_does_not_stall_the_others(patient_server):
 # --- SIGTERM -------------------------------------------------------------------------------------------------------
 def test_sigterm_during_load_answers_every_accepted_request(sst2_run):
     with server(sst2_run, "--max-wait-ms", "300", "--max-batch", "16") as (url, proc):
-        stop_sent = asyncio.Event()
+        stop_sent, answers = asyncio.Event(), [0]
 
         async def client(http, c):
             ok, failed = 0, 0
@@ -404,12 +404,16 @@ def test_sigterm_during_load_answers_every_accepted_request(sst2_run):
                 assert resp.status_code == 200, resp.text
                 assert resp.json()["predictions"][0]["text"] == text(c, r, 0)
                 ok += 1
+                answers[0] += 1
             return ok, failed
 
         async def load():
             async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=32)) as http:
                 tasks = [asyncio.create_task(client(http, c)) for c in range(32)]
-                await asyncio.sleep(1.5)  # under load, with requests waiting in the batcher
+                for _ in range(1200):  # under load: 64 answers back, more than the clients' first round (a slow
+                    if answers[0] >= 64:  # machine's first calls take seconds), and requests waiting in the batcher
+                        break
+                    await asyncio.sleep(0.05)
                 proc.send_signal(signal.SIGTERM)
                 stop_sent.set()
                 return await asyncio.wait_for(asyncio.gather(*tasks), 120)
