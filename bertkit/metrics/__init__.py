@@ -33,8 +33,8 @@ from ..errors import BertkitError
 def _builtins(module: str, *names: str) -> dict[str, Callable]:
     """{name: a maker of the metric `bertkit.metrics.<module>.METRICS[name]`}, the module imported on the first
     call. The metrics are `evaluate` modules, and `import evaluate` imports transformers' pipelines: start-up time
-    that predict, serve, export and `--help`, which never score, do not spend (tests check the names against the
-    module's table)."""
+    that commands which never score (predict, serve, export, `--help`) do not spend (tests check the names against
+    the module's table, and predict's imports)."""
     def maker(name):
         def make():
             return importlib.import_module(f"{__name__}.{module}").METRICS[name]()
