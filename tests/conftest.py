@@ -752,12 +752,13 @@ def server(model, *flags: str, startup_s: float = 120, cpu: bool = False):
     import signal
     import subprocess
     import sys
+    import tempfile
     import time
 
     import httpx
 
     port = free_port()
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"bertkit-serve-{port}.log", "w+")
+    log = tempfile.TemporaryFile("w+")  # the server's output; gone when closed
     proc = subprocess.Popen([sys.executable, "-m", "bertkit.cli", "serve", "--model", str(model), "--port", str(port),
                              "--precision", "fp32", "--log-level", "warning", *flags], stdout=log,
                             stderr=subprocess.STDOUT, env={**bertkit_env(), **(CPU_ENV if cpu else {})}, cwd=REPO)

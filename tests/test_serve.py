@@ -248,7 +248,7 @@ def text(client: int, request: int, item: int) -> str:
 
 
 def test_64_concurrent_clients_each_get_their_own_answers_in_order(sst2_server, sst2_run, tmp_path):
-    url, _ = sst2_server
+    url, proc = sst2_server
     clients, requests = 64, 20
     sent = {(c, r): [text(c, r, i) for i in range(1 + (c + r) % 3)] for c in range(clients) for r in range(requests)}
     every = [t for texts in sent.values() for t in texts]  # all different
@@ -256,9 +256,14 @@ def test_64_concurrent_clients_each_get_their_own_answers_in_order(sst2_server, 
     before = httpx.get(url + "/health", timeout=10).json()
 
     async def client(http, c):
-        answers = []
+        answers, last = [], time.monotonic()
         for r in range(requests):
-            resp = await http.post("/predict", json={"texts": sent[c, r]})
+            try:
+                resp = await http.post("/predict", json={"texts": sent[c, r]})
+            except httpx.TransportError as e:  # what the connection had been doing, and what the server said
+                raise AssertionError(f"client {c}, request {r}: {e!r} after {time.monotonic() - last:.1f} s since "
+                                     f"its previous answer; the server's log: {server_output(proc)}") from e
+            last = time.monotonic()
             answers.append((r, resp.status_code, resp.json()))
         return answers
 
