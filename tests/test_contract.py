@@ -258,6 +258,30 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
         close(t, a, 1e-5, f"row {i}")
 
 
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_predict_in_slices_writes_what_it_writes_in_one(task_run, tmp_path, monkeypatch):
+    """`bertkit predict` answers and writes its input a slice at a time (its memory is a slice's, not the input's):
+    in slices of one row it writes what it writes in one slice."""
+    from bertkit.tasks import load_task
+    from bertkit.tasks.io import TaskIO
+
+    spec, run = task_run
+    lines = [spec.line(r) if spec.line else r for r in spec.rows]
+    whole = cli_predict(run, lines, tmp_path, *spec.flags)
+    cls, calls = type(load_task(str(run))), []
+    answer = cls.predict_rows
+
+    def counted(self, rows, *args, **kw):
+        calls.append(len(rows))
+        return answer(self, rows, *args, **kw)
+
+    monkeypatch.setattr(TaskIO, "PREDICT_SLICE", 1)
+    monkeypatch.setattr(cls, "predict_rows", counted)
+    sliced = cli_predict(run, lines, tmp_path, *spec.flags)
+    assert calls == [1] * len(lines)
+    close(sliced, whole, 1e-5, "sliced")
+
+
 def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
     """`predict("text")` answers as `predict(["text"])` for the tasks whose notebook `predict` takes texts."""
     from bertkit import QuestionAnswering, SequenceClassification, TokenClassification

@@ -351,6 +351,37 @@ def test_predict_conll_file_round_trips_to_the_run_predictions(ner_run, conll_di
         (r["tokens"], r["tags"], r["gold"], r["entities"]) for r in expected]
 
 
+def test_predict_answers_slices_of_whole_documents(ner_run, conll_dir, tmp_path, monkeypatch, capsys):
+    """`bertkit predict` answers and writes a slice of rows at a time; a CoNLL file's slices are whole documents (a
+    model trained with document context reads a sentence's neighbours). Its output is the one slice's; CoNLL output
+    of rows only some of which have gold tags is decided over the whole input (no gold column)."""
+    from bertkit.tasks import load_task
+    from bertkit.tasks.io import TaskIO
+
+    task = load_task(str(ner_run))
+    monkeypatch.setattr(TaskIO, "PREDICT_SLICE", 2)
+    rows = [{"sentence": ["a"], "doc": d} for d in (0, 0, 0, 1, 1, 2, 3, 3)]
+    assert [[r["doc"] for r in part] for part in task.predict_slices(rows)] == [[0, 0, 0], [1, 1], [2, 3, 3]]
+    assert [len(part) for part in task.predict_slices([{"sentence": ["a"]}] * 5)] == [2, 2, 1]
+
+    blocks = (conll_dir / "valid.txt").read_text().split("\n\n")[1:]  # sentences, after the -DOCSTART- block
+    src = write(tmp_path / "docs.txt", "\n\n".join(
+        ("-DOCSTART- -X- -X- O\n\n" if i % 5 == 0 else "") + b for i, b in enumerate(blocks)))
+    args = ["predict", "--model", str(ner_run), "--input", str(src), "--output-format", "conll", "--precision", "fp32"]
+    monkeypatch.setattr(TaskIO, "PREDICT_SLICE", 4096)
+    assert main(args) == 0
+    whole = capsys.readouterr().out
+    monkeypatch.setattr(TaskIO, "PREDICT_SLICE", 3)
+    assert main(args) == 0
+    assert capsys.readouterr().out == whole and len(whole.split("\n\n")) > 60
+
+    monkeypatch.setattr(TaskIO, "PREDICT_SLICE", 1)
+    mixed = write(tmp_path / "mixed.jsonl", json.dumps({"tokens": ["Peter", "Bonn"], "ner_tags": ["I-PER", "I-LOC"]})
+                  + "\n" + json.dumps({"tokens": ["Peter"]}) + "\n")
+    assert main(["predict", "--model", str(ner_run), "--input", str(mixed), "--output-format", "conll"]) == 0
+    assert [len(line.split()) for line in capsys.readouterr().out.splitlines() if line] == [2, 2, 2]  # token pred
+
+
 def test_predict_raw_and_pretokenized_text(ner_run, monkeypatch, capsys):
     text = "Peter Kowalczyk visited Paris, said Reuters."
     monkeypatch.setattr(sys, "stdin", io.StringIO(text + "\n"))

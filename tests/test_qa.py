@@ -238,6 +238,13 @@ def test_predict_reads_a_squad_file_and_writes_the_official_scorers_predictions(
                  str(tmp_path / "predictions.json"), "--precision", "fp32"]) == 0
     assert json.loads((tmp_path / "predictions.json").read_text()) == json.loads(
         (out / "predictions.json").read_text())  # the run's own answers to the same 48 questions
+    from bertkit.tasks.io import TaskIO
+
+    with pytest.MonkeyPatch.context() as m:  # answered 5 questions at a time, written as one object
+        m.setattr(TaskIO, "PREDICT_SLICE", 5)
+        assert main(["predict", "--model", str(out), "--input", str(src), "--output-format", "squad", "--precision",
+                     "fp32"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((out / "predictions.json").read_text())
     del dev["data"][0]["paragraphs"][1]["qas"][0]["question"]
     src.write_text(json.dumps(dev, indent=1))
     assert main(["predict", "--model", str(out), "--input", str(src)]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from ..errors import BertkitError
 
@@ -104,15 +105,27 @@ def plain_library_logs() -> None:
             handler.setFormatter(Plain(handler.formatter))
 
 
-def write_output(text: str, output: str | None, what: str) -> None:
-    """Predictions to `output` (written to a temporary name, then renamed) or to standard output."""
+@contextlib.contextmanager
+def open_output(output: str | None):
+    """A text stream for predictions: `output` (written under a temporary name, renamed when the block ends without
+    an error: never half-written) or standard output (written as it comes, flushed after each write)."""
     import sys
 
     from ..utils import atomic_path
 
-    if output:
-        with atomic_path(output) as tmp:
-            tmp.write_text(text)
-        print(f"wrote {what} to {output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    if not output:
+        yield FlushingWriter(sys.stdout)
+        return
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        yield f
+
+
+class FlushingWriter:
+    """A stream's `write`, flushed at once: a reader of standard output gets each slice as it is answered."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()

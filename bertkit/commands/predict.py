@@ -6,6 +6,11 @@ Sequence classification reads text lines (a pair model's: the two texts split by
 question answering reads JSONL {question, context} or a SQuAD JSON file and writes answers (or the official
 scorer's {id: answer}); multiple choice reads SWAG's CSV or JSONL {context, endings}. The output is JSONL (one line
 per input) unless the task offers another format.
+
+The input is read and checked whole first (a bad row stops the command before the model loads and before anything
+is written), then answered and written in slices of 4,096 rows (`Task.predict_slices`): memory holds a slice's
+features and answers, not the input's. Standard output gets each slice as it is answered; `--output FILE` appears,
+whole, when the command ends.
 """
 
 from __future__ import annotations
@@ -28,15 +33,26 @@ EXAMPLE = """example:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .common import load_for_inference, quiet_libraries, write_output
+    import sys
+
+    from .common import load_for_inference, open_output, quiet_libraries
 
     if not args.verbose:
         quiet_libraries()
     task_class = args.task_class
     rows = task_class.read_inputs(args.input, args)  # read and checked before the model is loaded
     task, precision = load_for_inference(args)
-    answers = task.predict_rows(rows, args.batch_size, precision, **task_class.predict_options(args))
-    write_output(task.format_rows(rows, answers, args), args.output, f"{len(answers)} predictions")
+    options = task_class.predict_options(args)
+    with open_output(args.output) as out:  # answered and written a slice at a time (`Task.predict_slices`)
+        if task.output_whole(rows, args):
+            answers = [a for part in task.predict_slices(rows) for a in
+                       task.predict_rows(part, args.batch_size, precision, **options)]
+            out.write(task.format_rows(rows, answers, args))
+        else:
+            for part in task.predict_slices(rows):
+                out.write(task.format_rows(part, task.predict_rows(part, args.batch_size, precision, **options), args))
+    if args.output:
+        print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr)
     return 0
 
 

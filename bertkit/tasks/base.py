@@ -11,17 +11,17 @@ What a task's author must write (examples/custom_task.py writes these and one op
 - `score(outputs, examples, features, metric_hooks)`: model outputs → metrics and one prediction per example.
 
 Everything else is an optional hook with a default that works for a sequence-level task on a BERT-like model:
-`collate` and `compute_loss` (the tokenizer's padding, the model's own loss), `output_reducer`, `write_predictions`,
-`save` (a plain Hugging Face folder its `auto_model_class` loads), `predict_rows` (rows of `input_fields` → answers,
-for predict, serve and notebooks), the `bertkit predict` file hooks (`read_inputs`, `check_row`, `format_rows`,
-`add_predict_flags`, `predict_options`), the request hooks (`request_body`, a plain dataclass in `requests.py`,
-`request_rows`, `request_example`, `describe`: `serve` adapts them to HTTP), `export_inputs` (the ONNX graph's
-example inputs), `report_plots`, and the variants hooks (`resolve`, `for_checkpoint`, `metrics_for`,
-`prepare_options`, `run_options`). The rest is machinery a task inherits and does not override (`from_pretrained`,
-`from_config`, `examples`, `infer`, `pad_to_multiple_of`, ...). The hooks outside training (predict, serve,
-export, the report) and their defaults are `TaskIO`'s (io.py), which `Task` inherits; the built-in tasks write
-theirs the same way, as a mixin beside the task (`ClassificationIO` in classification_io.py, ...): a task's own
-module reads as what it trains.
+`collate` and `compute_loss` (the tokenizer's padding, the model's own loss), `output_reducer`,
+`write_predictions`, `save` (a plain Hugging Face folder its `auto_model_class` loads), `predict_rows` (rows of
+`input_fields` → answers, for predict, serve and notebooks), the `bertkit predict` file hooks (`read_inputs`,
+`check_row`, `format_rows`, `add_predict_flags`, `predict_options`, `predict_slices`, `output_whole`), the request
+hooks (`request_body`, a plain dataclass in `requests.py`, `request_rows`, `request_example`, `describe`: `serve`
+adapts them to HTTP), `export_inputs` (the ONNX graph's example inputs), `report_plots`, and the variants hooks
+(`resolve`, `for_checkpoint`, `metrics_for`, `prepare_options`, `run_options`). The rest is machinery a task
+inherits and does not override (`from_pretrained`, `from_config`, `examples`, `infer`, `pad_to_multiple_of`, ...).
+The hooks outside training (predict, serve, export, the report) and their defaults are `TaskIO`'s (io.py), which
+`Task` inherits; the built-in tasks write theirs the same way, as a mixin beside the task (`ClassificationIO` in
+classification_io.py, ...): a task's own module reads as what it trains.
 """
 
 from __future__ import annotations

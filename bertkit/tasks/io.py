@@ -16,6 +16,8 @@ from .requests import check_rows, plain_rows, rows_request
 
 
 class TaskIO:
+    PREDICT_SLICE = 4096  # rows `bertkit predict` answers and writes at a time: memory of a slice, not of the input
+
     # --- inference on rows: `bertkit predict`, `serve`, notebooks ------------------------------------------------
     @quiet_maps()
     def predict_rows(self, rows: list[dict], batch_size: int = 64, precision: str = "fp32", **options) -> list[dict]:
@@ -69,6 +71,17 @@ class TaskIO:
             raise DataError(f"id must be a string or a number, got {row['id']!r:.40}", file=file, line=line,
                             field="id")
         return row
+
+    def predict_slices(self, rows: list[dict]):
+        """`bertkit predict`'s rows in the slices it answers and writes one after another (`PREDICT_SLICE` rows each;
+        a task whose answers depend on neighbouring rows cuts only between independent ones)."""
+        for start in range(0, len(rows), self.PREDICT_SLICE):
+            yield rows[start:start + self.PREDICT_SLICE]
+
+    def output_whole(self, rows: list[dict], args) -> bool:
+        """True where `bertkit predict`'s output is one whole, not written slice by slice (`format_rows` then gets
+        every row and answer at once)."""
+        return False
 
     def format_rows(self, rows: list[dict], answers: list[dict], args) -> str:
         """`bertkit predict`'s output: one JSON line per row, its `id` (if any) first."""

@@ -63,6 +63,9 @@ class QuestionAnsweringIO:
         rows = read_squad_questions(source) if is_squad_file(source) else super().read_inputs(source, args)
         return check_ids(rows, getattr(args, "output_format", "jsonl"))
 
+    def output_whole(self, rows, args) -> bool:
+        return getattr(args, "output_format", "jsonl") == "squad"  # one object {id: answer}
+
     def format_rows(self, rows, answers, args) -> str:
         if getattr(args, "output_format", "jsonl") != "squad":
             return super().format_rows(rows, answers, args)

@@ -75,6 +75,21 @@ class TokenClassificationIO:
         columns = tuple(saved.options.hub_columns) if saved is not None and saved.options.hub_columns else None
         return read_sentences(source, args.format, args.pretokenized, columns)
 
+    def predict_slices(self, rows):
+        """Slices of whole documents: a model trained with document context reads a sentence's neighbours."""
+        if not rows or "doc" not in rows[0]:
+            yield from super().predict_slices(rows)
+            return
+        start = 0
+        for end in range(1, len(rows) + 1):
+            if end == len(rows) or end - start >= self.PREDICT_SLICE and rows[end]["doc"] != rows[end - 1]["doc"]:
+                yield rows[start:end]
+                start = end
+
+    def output_whole(self, rows, args) -> bool:
+        """CoNLL output has a gold column only where every row has gold tags: decided once, over the whole input."""
+        return args.output_format == "conll" and 0 < sum("gold" in r for r in rows) < len(rows)
+
     def format_rows(self, rows, answers, args) -> str:
         return format_answers([self.echo(r, a) for r, a in zip(rows, answers, strict=True)], args.output_format)
 
