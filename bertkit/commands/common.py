@@ -108,24 +108,13 @@ def plain_library_logs() -> None:
 @contextlib.contextmanager
 def open_output(output: str | None):
     """A text stream for predictions: `output` (written under a temporary name, renamed when the block ends without
-    an error: never half-written) or standard output (written as it comes, flushed after each write)."""
+    an error: never half-written) or standard output."""
     import sys
 
     from ..utils import atomic_path
 
     if not output:
-        yield FlushingWriter(sys.stdout)
+        yield sys.stdout
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as f:
         yield f
-
-
-class FlushingWriter:
-    """A stream's `write`, flushed at once: a reader of standard output gets each slice as it is answered."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text: str) -> None:
-        self.stream.write(text)
-        self.stream.flush()

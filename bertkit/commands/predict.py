@@ -43,14 +43,15 @@ def run(args: argparse.Namespace) -> int:
     rows = task_class.read_inputs(args.input, args)  # read and checked before the model is loaded
     task, precision = load_for_inference(args)
     options = task_class.predict_options(args)
-    with open_output(args.output) as out:  # answered and written a slice at a time (`Task.predict_slices`)
+    answered = ((part, task.predict_rows(part, args.batch_size, precision, **options))
+                for part in task.predict_slices(rows))  # a slice at a time, as the output takes them
+    with open_output(args.output) as out:
         if task.output_whole(rows, args):
-            answers = [a for part in task.predict_slices(rows) for a in
-                       task.predict_rows(part, args.batch_size, precision, **options)]
-            out.write(task.format_rows(rows, answers, args))
+            out.write(task.format_rows(rows, [a for _, answers in answered for a in answers], args))
         else:
-            for part in task.predict_slices(rows):
-                out.write(task.format_rows(part, task.predict_rows(part, args.batch_size, precision, **options), args))
+            for part, answers in answered:
+                out.write(task.format_rows(part, answers, args))
+                out.flush()  # a reader of standard output gets each slice as it is answered
     if args.output:
         print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr)
     return 0
