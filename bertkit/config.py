@@ -169,7 +169,8 @@ class RunConfig:
                               flag=False)
     peft: Peft = option(None, "Parameter-efficient fine-tuning (flags --peft, --lora-r, ...).", flag=False)
     # where to write
-    output_dir: str | None = option(None, "Run folder (default: runs/<name>-<model>-<time>).")
+    output_dir: str | None = option(None, "Run folder, one run at a time (default: runs/<name>-<model>-<time>, "
+                                                     "then -2, -3 for runs started in the same second).")
     save_every: int | None = option(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
     keep_checkpoints: int = option(2, "How many resumable checkpoints to keep.")
     report_to: list[str] = option([], "Experiment trackers through accelerate, e.g. tensorboard (written under "

@@ -188,6 +188,19 @@ def test_nan_loss_stops_every_process_with_exit_2_and_writes_no_result(tiny_bert
     assert not (out / "metrics.json").exists() and not (out / "model.safetensors").exists()
 
 
+
+def test_a_folder_another_run_holds_stops_every_process_with_exit_2(tiny_bert, tmp_path):
+    from bertkit.training.folder import RunFolder
+
+    data = write_sst2(tmp_path / "sst2", n_train=128, n_dev=21)
+    out = tmp_path / "run"
+    with RunFolder(out):  # the main process finds it locked; the others hear so rather than wait for its name
+        results = launch(finetune_args(tiny_bert, data, out), timeout=300)
+        assert list(out.iterdir()) == []
+    assert [r.returncode for r in results] == [2, 2], [r.stderr[-2000:] for r in results]
+    assert all(f"output folder {out} is in use by another run" in r.stderr and "Traceback" not in r.stderr
+               for r in results)
+
 # --- FSDP on CPU ---------------------------------------------------------------------------------------------------
 def fsdp_env() -> dict:
     """The FSDP_* environment `accelerate launch --config_file examples/accelerate/fsdp2.yaml` sets."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from contextlib import ExitStack, contextmanager
 
 from ..errors import BertkitError
 
@@ -68,6 +69,22 @@ def main_value(state, value):
     box = [value]
     broadcast_object_list(box, from_process=0)
     return box[0]
+
+
+@contextmanager
+def main_enters(state, context):
+    """`with main_enters(state, ctx) as value:` `ctx` entered on every process (the main process's own, the others' a
+    stand-in) and the main process's value given to all; an error in the main process's entering stops every process
+    with its line, rather than leaving the others waiting for the value (a collective: every process calls it)."""
+    with ExitStack() as stack:
+        try:
+            value, error = stack.enter_context(context), None
+        except BertkitError as e:
+            value, error = None, str(e)
+        value, error = main_value(state, (value, error))
+        if error is not None:
+            raise BertkitError(error)
+        yield value
 
 
 def is_main_process() -> bool:

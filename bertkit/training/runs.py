@@ -1,5 +1,6 @@
 """A fine-tuning run from a resolved config, as `bertkit finetune` (and `finetune glue`) starts it: read and check
-the data, decide the run folder, then train once, or once per seed with a mean ± std summary.
+the data, claim the run folder (made and locked: one run at a time), then train once, or once per seed with a
+mean ± std summary.
 
     config (frozen) → the task's data (checked before anything is written) → the task's options completed from the
     training data (`prepare_options`) → Trainer(task, config).fit → run folder; per seed: <output>/seed-N
@@ -10,9 +11,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..errors import BertkitError
+from .folder import RunFolder
 
 
 def default_output_dir(cfg) -> str:
@@ -35,22 +38,37 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     out = Path(cfg.output_dir or launch.main_value(processes, default_output_dir(cfg)))  # one name for all
     if resume and not out.is_dir():
         raise BertkitError(f"--resume: {out} does not exist")
-    if not resume and out.exists() and any(out.iterdir()):
+    if not resume and cfg.output_dir and out.exists() and any(out.iterdir()):  # the default name moves on
         raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
-    processes.wait_for_everyone()  # every process has checked the folder before the main one writes into it
     task = get_task(cfg.task).resolve(cfg.task_options)
-    log = (lambda m: print(m, file=sys.stderr)) if launch.is_main_process() else (lambda m: None)
     with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
-        changes, (train, evals, test, label_names) = load_checked(task, cfg, log)
-    cfg = cfg.replace("the run", output_dir=str(out), **changes)  # the run's config, built once, frozen
-    if not seeds:
-        result = train_one(task, cfg, train, evals, test, label_names, resume, allow_pickle, memory)
-        if not launch.is_main_process():
+        changes, data = load_checked(task, cfg, log)
+    folder = RunFolder(out, resume, renamable=not cfg.output_dir) if launch.is_main_process() else nullcontext(out)
+    with launch.main_enters(processes, folder) as out:  # made and locked by the main process; the others wait
+        cfg = cfg.replace("the run", output_dir=str(out), **changes)  # the run's config, built once, frozen
+        if not seeds:
+            result = train_one(task, cfg, *data, resume, allow_pickle, memory)
+            if launch.is_main_process():
+                print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
+                print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
+                return result
             return None
-        print(json.dumps({k: v for k, v in result.items() if k != "train"}, indent=2))
-        print(f"wall time {time.perf_counter() - t0:.0f} s; run folder: {out}")
-        return result
-    results = {}
+        return train_seeds(task, cfg, data, seeds, resume, allow_pickle, memory, t0)
+
+
+def log(message: str) -> None:
+    """A run's notes to the user, on stderr, from the main process only."""
+    from . import launch
+
+    if launch.is_main_process():
+        print(message, file=sys.stderr)
+
+
+def train_seeds(task, cfg, data, seeds, resume, allow_pickle, memory, t0) -> dict | None:
+    """One run per seed into <output>/seed-N (a finished one kept on --resume), then their mean ± std summary."""
+    from . import launch
+
+    out, results = Path(cfg.output_dir), {}
     for seed in seeds:
         seed_cfg = cfg.replace("--seeds", seed=seed, output_dir=str(out / f"seed-{seed}"))
         done = Path(seed_cfg.output_dir) / "metrics.json"
@@ -58,7 +76,7 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
             results[seed] = json.loads(done.read_text())
             continue
         again = resume and (Path(seed_cfg.output_dir) / "checkpoints").is_dir()
-        results[seed] = train_one(task, seed_cfg, train, evals, test, label_names, again, allow_pickle, memory)
+        results[seed] = train_one(task, seed_cfg, *data, again, allow_pickle, memory)
     if not launch.is_main_process():
         return None
     from ..report import write_seed_report

@@ -1,0 +1,62 @@
+"""The run folder, claimed by one run: made and locked (an advisory lock the system drops when the process ends, so
+a killed run leaves no stale lock), unlocked when the run ends. A second run into a folder in use, or one that a run
+finished into meanwhile, stops with one line before it writes; the default name, taken by a run started in the same
+second, becomes <name>-2, -3, ...
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+from ..errors import BertkitError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks on folders; the emptiness check alone
+    fcntl = None
+
+
+class RunFolder:
+    """`with RunFolder(out, resume, renamable) as path:` the folder this run writes, held until the block ends."""
+
+    def __init__(self, out, resume: bool = False, renamable: bool = False):
+        self.out, self.resume, self.renamable = Path(out), resume, renamable
+        self.path, self.fd, self.made = None, None, False
+
+    def __enter__(self) -> Path:
+        for n in itertools.count(1):
+            path = self.out if n == 1 else self.out.with_name(f"{self.out.name}-{n}")
+            made = not path.exists()
+            path.mkdir(parents=True, exist_ok=True)
+            error = self._take(path)
+            if error is None:
+                self.path, self.made = path, made
+                return path
+            if not self.renamable:
+                raise BertkitError(error)
+
+    def _take(self, path: Path) -> str | None:
+        if fcntl is not None:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return f"output folder {path} is in use by another run; wait for it to end, or give a new --output-dir"
+            self.fd = fd
+        if self.resume or not any(path.iterdir()):
+            return None
+        self._release()
+        return f"output folder {path} is not empty; pass --resume to continue it, or a new --output-dir"
+
+    def _release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops its lock
+            self.fd = None
+
+    def __exit__(self, *exc) -> None:
+        if self.made and exc[0] is not None and not any(self.path.iterdir()):
+            self.path.rmdir()  # a run that failed before writing leaves no folder it made
+        self._release()

@@ -1,0 +1,49 @@
+"""The run folder is claimed by one run: a second run into it stops with one line before writing; the default name,
+taken by a run started in the same second, moves to <name>-2."""
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.errors import BertkitError
+from bertkit.training.folder import RunFolder
+
+pytestmark = pytest.mark.skipif(__import__("os").name != "posix", reason="folder locks are POSIX advisory locks")
+
+
+def test_a_folder_in_use_is_refused_and_a_default_name_moves_on(tmp_path):
+    out = tmp_path / "runs" / "sst2-x"
+    with RunFolder(out) as path:
+        assert path == out and out.is_dir()
+        with pytest.raises(BertkitError, match="is in use by another run"):
+            RunFolder(out).__enter__()
+        with RunFolder(out, renamable=True) as other:
+            assert other == tmp_path / "runs" / "sst2-x-2"
+    with RunFolder(out) as path:  # released at the block's end (and by the system when a process dies)
+        (path / "metrics.json").write_text("{}")
+    with pytest.raises(BertkitError, match="is not empty; pass --resume"):
+        RunFolder(out).__enter__()
+    with RunFolder(out, resume=True) as path:
+        assert path == out
+    with RunFolder(out, renamable=True) as path:
+        assert path.name == "sst2-x-2"
+
+
+def test_a_run_that_fails_before_writing_leaves_no_folder_it_made(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError), RunFolder(out):
+        raise RuntimeError("the model did not load")
+    assert not out.exists()
+    out.mkdir()
+    with pytest.raises(RuntimeError), RunFolder(out):
+        raise RuntimeError("the model did not load")
+    assert out.is_dir()  # not made by the run: left as it was
+
+
+def test_finetune_into_a_folder_another_run_holds_exits_2_and_writes_nothing(tiny_bert, sst2_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    with RunFolder(out):
+        assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--max-steps", "2",
+                     "--output-dir", str(out)]) == 2
+        assert list(out.iterdir()) == []
+    err = capsys.readouterr().err
+    assert f"output folder {out} is in use by another run" in err and "Traceback" not in err
