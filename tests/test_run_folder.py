@@ -47,3 +47,19 @@ def test_finetune_into_a_folder_another_run_holds_exits_2_and_writes_nothing(tin
         assert list(out.iterdir()) == []
     err = capsys.readouterr().err
     assert f"output folder {out} is in use by another run" in err and "Traceback" not in err
+
+
+def test_a_filesystem_without_folder_locks_runs_unlocked(tmp_path, monkeypatch):
+    import errno
+
+    from bertkit.training import folder
+
+    def refuse(fd, how):
+        raise OSError(errno.EBADF, "Bad file descriptor")  # what NFS's emulated flock answers for a folder
+
+    monkeypatch.setattr(folder.fcntl, "flock", refuse)
+    with RunFolder(tmp_path / "run") as path:
+        assert path.is_dir()
+    (path / "metrics.json").write_text("{}")
+    with pytest.raises(BertkitError, match="is not empty"):
+        RunFolder(path).__enter__()

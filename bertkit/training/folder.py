@@ -1,7 +1,8 @@
 """The run folder, claimed by one run: made and locked (an advisory lock the system drops when the process ends, so
 a killed run leaves no stale lock), unlocked when the run ends. A second run into a folder in use, or one that a run
 finished into meanwhile, stops with one line before it writes; the default name, taken by a run started in the same
-second, becomes <name>-2, -3, ...
+second, becomes <name>-2, -3, ... Where the filesystem has no such locks (Windows; NFS for a folder) the run goes on
+with the emptiness check alone.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ class RunFolder:
             except BlockingIOError:
                 os.close(fd)
                 return f"output folder {path} is in use by another run; wait for it to end, or give a new --output-dir"
-            self.fd = fd
+            except OSError:  # a filesystem without such locks (NFS emulates flock with locks a folder cannot take)
+                os.close(fd)
+            else:
+                self.fd = fd
         if self.resume or not any(path.iterdir()):
             return None
         self._release()
@@ -57,6 +61,6 @@ class RunFolder:
             self.fd = None
 
     def __exit__(self, *exc) -> None:
-        if self.made and exc[0] is not None and not any(self.path.iterdir()):
+        if self.made and exc[0] is not None and self.path.is_dir() and not any(self.path.iterdir()):
             self.path.rmdir()  # a run that failed before writing leaves no folder it made
         self._release()
