@@ -6,6 +6,7 @@ killer would stop it. The hooks are monkeypatched onto bertkit's own functions h
 Points (N is the optimiser step):
 - `step:N`        after optimiser step N (a Trainer callback);
 - `term:N`        SIGTERM (not SIGKILL: a scheduler's preemption) after optimiser step N;
+- `int:N`         SIGINT (Ctrl-C) after optimiser step N;
 - `eval:N`        as the evaluation at step N starts;
 - `checkpoint:N`  checkpoint N written under its temporary name, not yet renamed (`checkpoints.publish`);
 - `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`).
@@ -28,9 +29,11 @@ def install(point: str) -> None:
 
     name, _, step = point.partition(":")
     step = int(step)
-    if name in ("step", "term"):
+    if name in ("step", "term", "int"):
         init = Trainer.__init__
-        stop = kill if name == "step" else lambda: os.kill(os.getpid(), signal.SIGTERM)
+        sent = {"step": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}[name]
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test worker may ignore it)
+        stop = lambda: os.kill(os.getpid(), sent)  # noqa: E731
 
         def with_callback(self, *args, **kwargs):
             init(self, *args, **kwargs)

@@ -68,12 +68,17 @@ def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, re
     assert not list((out / "checkpoints").glob(".*"))  # no temporary left behind
 
 
-def test_sigterm_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny_bert, data, reference, tmp_path):
+@pytest.mark.parametrize("point, sent, again", [("term", signal.SIGTERM, "SIGTERM"), ("int", signal.SIGINT, "Ctrl-C")])
+def test_a_signal_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny_bert, data, reference, tmp_path,
+                                                                            point, sent, again):
     out = tmp_path / "run"
-    stopped = bertkit(finetune_args(tiny_bert, data, out), fault="term:13")  # between checkpoints 10 and 15
-    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-2000:]
-    assert (f"bertkit finetune: stopped by SIGTERM at step 13 of 32, checkpoint {out / 'checkpoints' / 'step-0000013'}"
-            f" written; the same command with --resume continues from there") in stopped.stderr
+    stopped = bertkit(finetune_args(tiny_bert, data, out), fault=f"{point}:13")  # between checkpoints 10 and 15
+    assert stopped.returncode == 128 + sent, stopped.stderr[-2000:]
+    assert f"{sent.name}: stopping at the end of a step, with a checkpoint to --resume from; {again} again" \
+        in stopped.stderr
+    assert (f"bertkit finetune: stopped by {sent.name} at step 13 of 32, checkpoint "
+            f"{out / 'checkpoints' / 'step-0000013'} written; the same command with --resume continues from there"
+            ) in stopped.stderr
     assert "Traceback" not in stopped.stderr and not (out / "metrics.json").exists()
     resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -175,3 +180,27 @@ def test_pickle_weights_need_an_explicit_opt_in(tiny_bert, data, tmp_path, capsy
     assert main([*args, str(tmp_path / "refused")]) == 2
     assert "--allow-pickle" in capsys.readouterr().err and not (tmp_path / "refused").exists()
     assert main([*args, str(tmp_path / "allowed"), "--allow-pickle"]) == 0
+
+
+def test_ctrl_c_twice_stops_at_once_and_a_signal_ignored_at_start_stays_ignored(capfd):
+    from types import SimpleNamespace
+
+    from bertkit.training.launch import StopSignal
+
+    one = SimpleNamespace(num_processes=1)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's foreground process
+    try:
+        with pytest.raises(KeyboardInterrupt), StopSignal(one, 50) as stop:
+            assert not stop.due(1)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.due(2) and stop.signum == signal.SIGINT
+            os.kill(os.getpid(), signal.SIGINT)  # again: Python's own handler, at once
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert "SIGINT: stopping at the end of a step" in capfd.readouterr().err
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a shell script's background job
+        with StopSignal(one, 50) as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert not stop.due(1)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -114,7 +114,15 @@ def loader_options(device: torch.device) -> dict:
     if device.type != "cuda":
         return options
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the workers are forked after the tokenizer ran
-    return {**options, "num_workers": 2, "pin_memory": True}
+    return {**options, "num_workers": 2, "pin_memory": True, "worker_init_fn": ignore_interrupt}
+
+
+def ignore_interrupt(worker_id: int) -> None:
+    """A loader worker leaves Ctrl-C to the training process, which stops at a checkpoint (`launch.StopSignal`): a
+    terminal's SIGINT reaches the workers too, and one that ended would fail the next batch the stop still takes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def train_loader(features, adapter, batch_size: int, seed: int, group_by_length: bool, device: torch.device,

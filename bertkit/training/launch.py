@@ -93,33 +93,42 @@ def is_main_process() -> bool:
 
 
 class StopSignal:
-    """SIGTERM (a scheduler's preemption or time limit, `kill`) asks training to stop at its next optimiser step,
-    after a resumable checkpoint, rather than die where it stands: the loop asks `due(step)` after every step. A
-    second SIGTERM ends the process at once, as the first would have. One process reads its flag; several agree
-    every `every` steps (a collective: each may have been signalled at a different step), so all stop at one step.
-    Installed only from the main thread (Python's rule for signal handlers); elsewhere SIGTERM keeps its handler."""
+    """SIGTERM (a scheduler's preemption or time limit, `kill`) or SIGINT (Ctrl-C) asks training to stop at its next
+    optimiser step, after a resumable checkpoint, rather than die where it stands: the loop asks `due(step)` after
+    every step. The same signal again ends the process at once, as the first would have. One process reads its flag;
+    several agree every `every` steps (a collective: each may have been signalled at a different step), so all stop
+    at one step. Installed only from the main thread (Python's rule for signal handlers); elsewhere both signals keep
+    their handlers."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self, accelerator, every: int):
-        self.accelerator, self.every, self.signum, self._previous = accelerator, every, None, None
+        self.accelerator, self.every, self.signum, self._previous = accelerator, every, None, {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS  # one ignored stays so (a
+                              if signal.getsignal(s) is not signal.SIG_IGN}  # script's background job and Ctrl-C)
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
         return False
 
     def _handle(self, signum, frame) -> None:
-        if self.signum is not None:  # asked twice: stop now
-            signal.signal(signum, self._previous or signal.SIG_DFL)
-            self._previous = None
+        if self.signum is not None:  # asked twice: stop now, as the signal's own handler would
+            for s, handler in self._previous.items():
+                signal.signal(s, handler)
+            self._previous = {}
             os.kill(os.getpid(), signum)
             return
         self.signum = signum
+        if is_main_process():  # os.write: a handler may run while the main thread is inside a write to stderr
+            again = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            os.write(2, f"\n{signal.Signals(signum).name}: stopping at the end of a step, with a checkpoint to "
+                        f"--resume from; {again} again stops at once\n".encode())
 
     def due(self, step: int) -> bool:
         acc = self.accelerator

@@ -201,7 +201,7 @@ class Trainer:
         self.model.train()
         done = state["global_step"] >= total_steps
         self.since_log = [0, time.perf_counter()]
-        with launch.StopSignal(acc, LOG_EVERY) as self._stop:  # SIGTERM: a checkpoint, then stop (`Stopped`)
+        with launch.StopSignal(acc, LOG_EVERY) as self._stop:  # SIGTERM, Ctrl-C: a checkpoint, then stop
             while not done:
                 done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
         bar.close()
