@@ -77,6 +77,8 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     from .training import launch
     from .training.runs import load_checked
 
+    if not 0 <= confirm_seeds <= len(SEEDS):
+        raise BertkitError(f"--confirm-seeds {confirm_seeds}: from 0 (no confirmation) to {len(SEEDS)}")
     overrides = dict(overrides or {})
     state = launch.start()
     main = state.is_main_process
@@ -180,14 +182,15 @@ def run_trial(base, values: dict, folder: Path, data, task_class, trial, state) 
 
 def confirm(base, best: dict, out: Path, n: int) -> dict:
     """The best values and the recipe's own, each over the first `n` of SEEDS (runs kept in <out>/confirm-best and
-    <out>/confirm-default; finished seeds are not run again): {best, default: {values, mean, std}}."""
+    <out>/confirm-default; finished seeds are not run again): {best, default: {values, mean, std}}; with `n` 0
+    none is run: {}."""
     import numpy as np
 
     from .training.runs import finetune
 
     seeds = list(SEEDS[:n])
     out_of = {}
-    for name, values in (("best", best), ("default", {})):
+    for name, values in (("best", best), ("default", {})) if seeds else ():
         cfg = base.replace(f"confirm-{name}", output_dir=str(out / f"confirm-{name}"), **values)
         folder = Path(cfg.output_dir)
         summary = finetune(cfg, seeds=seeds, resume=folder.is_dir() and any(folder.iterdir()))

@@ -53,13 +53,18 @@ def write_search_report(out: Path, study, summary: dict) -> Path:
         lines.append(f"| {t['number']} | {t['state']} | " + " | ".join(str(t["params"].get(k, "")) for k in keys)
                      + f" | {value} | {t['seconds'] or ''} | {t['folder'] or ''} |")
     best, conf = summary["best"], summary["confirmation"]
-    lines += ["", f"Best trial: {best['number']}, {metric} {best['value']:.4f} with {best['params']}.", "",
-              f"## Confirmation over seeds {', '.join(map(str, conf['best']['seeds']))}", "",
-              f"| setting | {metric} mean ± std | per seed |", "|---|---|---|"]
-    for name in ("best", "default"):
-        c = conf[name]
-        lines.append(f"| {name} | {c['mean']:.4f} ± {c['std']:.4f} | {', '.join(f'{v:.4f}' for v in c['values'])} |")
-    lines += ["", f"Verdict: {conf['verdict']}.", "", "## Plots", ""]
+    lines += ["", f"Best trial: {best['number']}, {metric} {best['value']:.4f} with {best['params']}.", ""]
+    if conf:
+        lines += [f"## Confirmation over seeds {', '.join(map(str, conf['best']['seeds']))}", "",
+                  f"| setting | {metric} mean ± std | per seed |", "|---|---|---|"]
+        for name in ("best", "default"):
+            c = conf[name]
+            lines.append(f"| {name} | {c['mean']:.4f} ± {c['std']:.4f} | "
+                         f"{', '.join(f'{v:.4f}' for v in c['values'])} |")
+        lines += ["", f"Verdict: {conf['verdict']}.", ""]
+    else:
+        lines += ["No confirmation over seeds (--confirm-seeds 0): the best trial's value is one seed's.", ""]
+    lines += ["## Plots", ""]
     lines += [f"![{image}]({image})" for image in plots(out, study)]
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n")

@@ -74,7 +74,7 @@ def test_a_signal_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny
     out = tmp_path / "run"
     stopped = bertkit(finetune_args(tiny_bert, data, out), fault=f"{point}:13")  # between checkpoints 10 and 15
     assert stopped.returncode == 128 + sent, stopped.stderr[-2000:]
-    assert f"{sent.name}: stopping at the end of a step, with a checkpoint to --resume from; {again} again" \
+    assert f"{sent.name}: stopping at the end of a step, with a checkpoint to go on from; {again} again" \
         in stopped.stderr
     assert (f"bertkit finetune: stopped by {sent.name} at step 13 of 32, checkpoint "
             f"{out / 'checkpoints' / 'step-0000013'} written; the same command with --resume continues from there"

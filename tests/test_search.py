@@ -139,3 +139,18 @@ def test_the_reports_plots_do_not_warn_of_optunas_experimental_figures(tmp_path,
     assert [Path(p).name for p in plots(tmp_path, study)] == [
         "search_history.png", "search_importance.png"]
     assert not [w for w in recwarn if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]
+
+
+def test_confirm_seeds_0_runs_no_confirmation_and_out_of_range_is_one_line(tiny_bert, sst2_dir, tmp_path, capsys):
+    from bertkit.cli import main
+
+    out = tmp_path / "search"
+    args = search_args(tiny_bert, sst2_dir, out, "--trials", "1", "--confirm-seeds", "0")
+    assert main(args) == 0, capsys.readouterr().err[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["confirmation"] == {} and not list(out.glob("confirm-*"))
+    assert "No confirmation over seeds (--confirm-seeds 0)" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main(search_args(tiny_bert, sst2_dir, tmp_path / "other", "--confirm-seeds", "9")) == 2
+    assert "--confirm-seeds 9: from 0 (no confirmation) to 8" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

@@ -36,5 +36,6 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     run_group.add_argument("--trials", type=int, default=20, help="finished trials wanted (default 20)")
     run_group.add_argument("--timeout", type=float, help="stop asking for new trials after this many seconds")
     run_group.add_argument("--confirm-seeds", type=int, default=3,
-                           help="seeds over which the best setting and the recipe's own are run again (default 3)")
+                           help="seeds over which the best setting and the recipe's own are run again (default 3; 0: "
+                                "none, 8 at most)")
     p.set_defaults(func=run)

@@ -127,8 +127,8 @@ class StopSignal:
         self.signum = signum
         if is_main_process():  # os.write: a handler may run while the main thread is inside a write to stderr
             again = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            os.write(2, f"\n{signal.Signals(signum).name}: stopping at the end of a step, with a checkpoint to "
-                        f"--resume from; {again} again stops at once\n".encode())
+            os.write(2, f"\n{signal.Signals(signum).name}: stopping at the end of a step, with a checkpoint to go "
+                        f"on from; {again} again stops at once\n".encode())
 
     def due(self, step: int) -> bool:
         acc = self.accelerator
