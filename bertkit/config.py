@@ -208,6 +208,12 @@ class RunConfig:
                 raise BertkitError(f"{source}: '{name}' must be positive (or unset: every example)")
         if self.max_steps is not None and self.max_steps <= 0 or self.epochs <= 0:
             raise BertkitError(f"{source}: 'max_steps' and 'epochs' must be positive")
+        if not self.lr >= 0 or not self.weight_decay >= 0:  # `not >=`: NaN too
+            raise BertkitError(f"{source}: 'lr' and 'weight_decay' must be ≥ 0")
+        if not self.max_grad_norm > 0:  # 0 would clip every gradient to nothing (the Trainer's 0: none)
+            raise BertkitError(f"{source}: 'max_grad_norm' must be positive (to clip nothing, a large one: 1e9)")
+        if not 0 <= self.warmup_ratio <= 1:
+            raise BertkitError(f"{source}: 'warmup_ratio' must be in [0, 1] (a fraction of the steps)")
         for name in ("dropout", "attention_dropout"):
             if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
                 raise BertkitError(f"{source}: '{name}' must be in [0, 1)")

@@ -109,6 +109,14 @@ OTHER = [  # inputs that are not files of the corpus
      "'max_steps' and 'epochs' must be positive"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-eval-samples", "0"],
      "'max_eval_samples' must be positive (or unset: every example)"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--lr", "-0.5"],  # was torch's traceback
+     "'lr' and 'weight_decay' must be ≥ 0"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--warmup-ratio", "10"],  # was trained
+     "'warmup_ratio' must be in [0, 1]"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--max-grad-norm", "0"],  # was no training
+     "'max_grad_norm' must be positive (to clip nothing, a large one: 1e9)"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--seeds", "13,42,13"],  # was two runs in one
+     "--seeds 13,42,13: each seed once"),
     (["finetune", "qnli", "--model", "{tiny}", "--data-dir", str(GOOD), "--output-dir", "{out}"],
      "train.tsv: file not found (the training file); 'qnli' has only dev.tsv here. To train and measure on a "
      "split carved from it, add --carve-eval 20"),

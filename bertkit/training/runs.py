@@ -31,6 +31,8 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     from ..tasks import get_task
     from . import launch
 
+    if seeds and len(set(seeds)) < len(seeds):
+        raise BertkitError(f"--seeds {','.join(map(str, seeds))}: each seed once (a seed's run folder is seed-N)")
     t0 = time.perf_counter()
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
     check_precision(cfg.compute.precision, processes.device)  # a precision this device lacks: refused before loading
