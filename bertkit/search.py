@@ -123,8 +123,12 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
                        state=None if outcome == "complete" else optuna.trial.TrialState.PRUNED)
             say(f"search: trial {number} {outcome}" + (f": {base.main_metric} {value:.4f}" if value is not None
                                                        else ""))
+    complete = main and any(t.state.name == "COMPLETE" for t in study.trials)
     best = launch.main_value(state, (study.best_trial.params, study.best_trial.number, study.best_trial.value)
-                             if main else None)
+                             if complete else None)
+    if best is None:  # every trial pruned, or --timeout spent before the first
+        raise BertkitError(f"search: no trial completed ({len(study.trials) if main else 0} tried); more --trials or "
+                           "a longer --timeout")
     say(f"search: best trial {best[1]}: {base.main_metric} {best[2]:.4f} with {best[0]}")
     confirmation = confirm(base, best[0], out, confirm_seeds)
     if not main:

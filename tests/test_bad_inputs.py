@@ -191,3 +191,16 @@ def test_a_training_file_alone_names_where_the_recipes_evaluation_file_was_looke
     check(args, f"{evaluated}: file not found (an evaluation file, looked for in the working folder: there "
                 f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{recipe}); name yours with "
                 "--validation-files FILE", tiny_bert, clf, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (PREDICT + [str(GOOD / "sentences.txt"), "--batch-size", "0"], "argument --batch-size: must be positive, not 0"),
+    (EXTRACT + [str(GOOD / "sentences.txt"), "--max-length", "-3"], "argument --max-length: must be positive, not -3"),
+    (["search", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--trials", "0"], "--trials: must be positive"),
+    (["probe", "--model", "{tiny}", "--lr", "nan"], "argument --lr: must be positive, not nan"),
+])
+def test_a_count_or_size_below_1_is_argparses_one_line(args, expected, tiny_bert, clf, tmp_path, capsys):
+    out = tmp_path / "out"  # these were tracebacks from deep inside (range() with a step of 0, an empty study)
+    with pytest.raises(SystemExit) as stop:
+        main([a.format(tiny=tiny_bert, clf=clf, out=out) for a in args])
+    assert stop.value.code == 2 and expected in capsys.readouterr().err and not out.exists()

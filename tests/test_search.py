@@ -154,3 +154,14 @@ def test_confirm_seeds_0_runs_no_confirmation_and_out_of_range_is_one_line(tiny_
     assert main(search_args(tiny_bert, sst2_dir, tmp_path / "other", "--confirm-seeds", "9")) == 2
     assert "--confirm-seeds 9: from 0 (no confirmation) to 8" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
+
+
+def test_a_search_whose_trials_were_all_pruned_says_so_in_one_line(tiny_bert, sst2_dir, tmp_path, monkeypatch):
+    import bertkit.search
+    from bertkit.errors import BertkitError
+
+    monkeypatch.setattr(bertkit.search, "run_trial", lambda *args: ("pruned", None))
+    overrides = {"model": str(tiny_bert), "data_dir": str(sst2_dir), "precision": "fp32", "max_steps": 2}
+    with pytest.raises(BertkitError, match=r"search: no trial completed \(2 tried\); more --trials or a longer"):
+        bertkit.search.search("sst2", trials=2, confirm_seeds=0, overrides=overrides,
+                              output_dir=str(tmp_path / "search"), log=lambda m: None)

@@ -8,10 +8,23 @@ import contextlib
 from ..errors import BertkitError
 
 
+def positive(kind=int):
+    """An argparse type: a number of `kind` above 0; anything else is argparse's one line and exit 2 (a batch of 0
+    would fail deep inside, after the model loaded)."""
+    def parse(text: str):
+        value = kind(text)
+        if not value > 0:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
+    return parse
+
+
 def add_inference_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a fine-tuned run folder, or a fine-tuned checkpoint's folder or "
                                                   "hub id (e.g. textattack/bert-base-uncased-SST-2)")
-    p.add_argument("--batch-size", type=int, default=128, help="examples per batch (default 128)")
+    p.add_argument("--batch-size", type=positive(), default=128, help="examples per batch (default 128)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="auto = bf16 where the hardware computes it natively and faster, else fp32 "
                         "(fp16 on older GPUs)")

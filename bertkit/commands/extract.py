@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from .common import positive
+
 EXAMPLE = """example:
   bertkit extract --model minilm-l6 --input sentences.txt --output feats --layers last4 --combine concat --pool mean
   bertkit extract --model minilm-l6 --input conll2003/valid.txt --output conll-feats \\
@@ -81,10 +83,10 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="float16", choices=["float16", "float32"],
                    help="of the stored vectors (default float16)")
     p.add_argument("--format", default="npy", choices=["npy", "safetensors"], help="of the shard files (default npy)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences a forward pass (CPU; a GPU batches by "
+    p.add_argument("--batch-size", type=positive(), default=64, help="sentences a forward pass (CPU; a GPU batches by "
                    "token budget)")
-    p.add_argument("--max-length", type=int, default=512, help="longest sentence in word pieces")
-    p.add_argument("--shard-rows", type=int, default=65536, help="rows per shard file")
+    p.add_argument("--max-length", type=positive(), default=512, help="longest sentence in word pieces")
+    p.add_argument("--shard-rows", type=positive(), default=65536, help="rows per shard file")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="the model's compute (default auto: bf16 where the hardware computes it natively and faster)")
     p.set_defaults(func=run)

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from .common import positive
+
 EXAMPLE = """example:
   bertkit probe conll2003 --model minilm-l6 --layers last4 --combine concat
   bertkit probe conll2003 --model minilm-l6 --layers all --combine scalar-mix    # learns ELMo's layer weights
@@ -68,16 +70,16 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                    "sum (ELMo's), trained with the tagger")
     p.add_argument("--tagger", default="bilstm", choices=["bilstm", "linear"],
                    help="bilstm: the paper's two-layer BiLSTM before the classifier; linear: a linear probe")
-    p.add_argument("--hidden", type=int, default=256, help="BiLSTM size per direction (default 256)")
-    p.add_argument("--epochs", type=int, default=4, help="tagger epochs (default 4)")
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per tagger step")
-    p.add_argument("--batch-size-extract", type=int, default=64,
+    p.add_argument("--hidden", type=positive(), default=256, help="BiLSTM size per direction (default 256)")
+    p.add_argument("--epochs", type=positive(), default=4, help="tagger epochs (default 4)")
+    p.add_argument("--lr", type=positive(float), default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--batch-size", type=positive(), default=32, help="sentences per tagger step")
+    p.add_argument("--batch-size-extract", type=positive(), default=64,
                    help="sentences a forward pass of the frozen model (default 64)")
     p.add_argument("--seed", type=int, default=42, help="the tagger's initialisation and order (default 42)")
     p.add_argument("--data-dir", help="folder with the task's files (default: $BERTKIT_DATA_DIR/<task>)")
-    p.add_argument("--max-train-samples", type=int, help="use only the first N training sentences")
-    p.add_argument("--max-eval-samples", type=int, help="score on only the first N validation sentences")
+    p.add_argument("--max-train-samples", type=positive(), help="use only the first N training sentences")
+    p.add_argument("--max-eval-samples", type=positive(), help="score on only the first N validation sentences")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="the frozen model's compute (default auto: bf16 where the hardware computes it natively "
                    "and faster)")

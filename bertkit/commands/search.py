@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .common import positive
+
 EXAMPLE = """example:
   bertkit search sst2 --model minilm-l6 --trials 12 --output-dir runs/search-sst2
   bertkit search sst2 --model minilm-l6 --trials 12 --output-dir runs/search-sst2    # the same again: goes on
@@ -33,8 +35,9 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                           "goes on after an interruption.")
     p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file")
     run_group = add_run_flags(p, argv)
-    run_group.add_argument("--trials", type=int, default=20, help="finished trials wanted (default 20)")
-    run_group.add_argument("--timeout", type=float, help="stop asking for new trials after this many seconds")
+    run_group.add_argument("--trials", type=positive(), default=20, help="finished trials wanted (default 20)")
+    run_group.add_argument("--timeout", type=positive(float),
+                           help="stop asking for new trials after this many seconds")
     run_group.add_argument("--confirm-seeds", type=int, default=3,
                            help="seeds over which the best setting and the recipe's own are run again (default 3; 0: "
                                 "none, 8 at most)")
