@@ -124,11 +124,10 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
             say(f"search: trial {number} {outcome}" + (f": {base.main_metric} {value:.4f}" if value is not None
                                                        else ""))
     complete = main and any(t.state.name == "COMPLETE" for t in study.trials)
-    best = launch.main_value(state, (study.best_trial.params, study.best_trial.number, study.best_trial.value)
-                             if complete else None)
+    best, tried = launch.main_value(state, ((study.best_trial.params, study.best_trial.number, study.best_trial.value)
+                                            if complete else None, len(study.trials)) if main else None)
     if best is None:  # every trial pruned, or --timeout spent before the first
-        raise BertkitError(f"search: no trial completed ({len(study.trials) if main else 0} tried); more --trials or "
-                           "a longer --timeout")
+        raise BertkitError(f"search: no trial completed ({tried} tried); more --trials or a longer --timeout")
     say(f"search: best trial {best[1]}: {base.main_metric} {best[2]:.4f} with {best[0]}")
     confirmation = confirm(base, best[0], out, confirm_seeds)
     if not main:
@@ -194,7 +193,9 @@ def confirm(base, best: dict, out: Path, n: int) -> dict:
 
     seeds = list(SEEDS[:n])
     out_of = {}
-    for name, values in (("best", best), ("default", {})) if seeds else ():
+    if not seeds:
+        return out_of
+    for name, values in (("best", best), ("default", {})):
         cfg = base.replace(f"confirm-{name}", output_dir=str(out / f"confirm-{name}"), **values)
         folder = Path(cfg.output_dir)
         summary = finetune(cfg, seeds=seeds, resume=folder.is_dir() and any(folder.iterdir()))

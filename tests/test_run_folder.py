@@ -63,3 +63,9 @@ def test_a_filesystem_without_folder_locks_runs_unlocked(tmp_path, monkeypatch):
     (path / "metrics.json").write_text("{}")
     with pytest.raises(BertkitError, match="is not empty"):
         RunFolder(path).__enter__()
+
+
+def test_a_folder_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(BertkitError, match=r"output folder .*file/run: Not a directory"):
+        RunFolder(tmp_path / "file" / "run").__enter__()  # was an OSError traceback (and a wait on the other ranks)

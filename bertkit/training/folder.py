@@ -19,6 +19,11 @@ except ImportError:  # Windows: no advisory locks on folders; the emptiness chec
     fcntl = None
 
 
+def not_empty(path) -> str:
+    """The line for a run into a folder that holds files, without --resume."""
+    return f"output folder {path} is not empty; pass --resume to continue it, or a new --output-dir"
+
+
 class RunFolder:
     """`with RunFolder(out, resume, renamable) as path:` the folder this run writes, held until the block ends."""
 
@@ -30,8 +35,11 @@ class RunFolder:
         for n in itertools.count(1):
             path = self.out if n == 1 else self.out.with_name(f"{self.out.name}-{n}")
             made = not path.exists()
-            path.mkdir(parents=True, exist_ok=True)
-            error = self._take(path)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                error = self._take(path)
+            except OSError as e:  # a folder that cannot be made or opened here (permissions, a file of that name)
+                raise BertkitError(f"output folder {path}: {e.strerror or e}") from None
             if error is None:
                 self.path, self.made = path, made
                 return path
@@ -53,7 +61,7 @@ class RunFolder:
         if self.resume or not any(path.iterdir()):
             return None
         self._release()
-        return f"output folder {path} is not empty; pass --resume to continue it, or a new --output-dir"
+        return not_empty(path)
 
     def _release(self) -> None:
         if self.fd is not None:

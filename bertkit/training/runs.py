@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from ..errors import BertkitError
-from .folder import RunFolder
+from .folder import RunFolder, not_empty
 
 
 def default_output_dir(cfg) -> str:
@@ -41,7 +41,7 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     if resume and not out.is_dir():
         raise BertkitError(f"--resume: {out} does not exist")
     if not resume and cfg.output_dir and out.exists() and any(out.iterdir()):  # the default name moves on
-        raise BertkitError(f"output folder {out} is not empty; pass --resume to continue it, or a new --output-dir")
+        raise BertkitError(not_empty(out))
     task = get_task(cfg.task).resolve(cfg.task_options)
     with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
         changes, data = load_checked(task, cfg, log)
