@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import logging
+import sys
 from pathlib import Path
 
 from .errors import BertkitError
@@ -51,12 +54,21 @@ def hub_id(name: str) -> str | None:
     return None if Path(name).expanduser().exists() or _names_a_folder(name) else name
 
 
-def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
-    """`auto_cls.from_pretrained` with safetensors required unless `allow_pickle`, and remote code off."""
+def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, skip: tuple[str, ...] = (), **kwargs):
+    """`auto_cls.from_pretrained` with safetensors required unless `allow_pickle`, and remote code off. Returns (model,
+    the modules the checkpoint has no weights for, the modules whose weights it has in another shape: both start
+    random), modules named as the model names them (`classifier`, `bert.pooler.dense`).
+
+    transformers' load report (a table of missing, unused and resized weights, logged as a warning) is held back:
+    weights the checkpoint has and the model does not use (a fine-tuned run's head under `AutoModel`, pre-training
+    heads) are not news, a new head is said by the task, and new weights of the encoder, outside `skip`'s prefixes,
+    are said here in one line."""
     path, local = resolve_model(name)
     try:
-        return auto_cls.from_pretrained(path, local_files_only=local, use_safetensors=None if allow_pickle else True,
-                                        trust_remote_code=False, **kwargs)
+        with _load_report_held():
+            model, info = auto_cls.from_pretrained(path, local_files_only=local, trust_remote_code=False,
+                                                   use_safetensors=None if allow_pickle else True,
+                                                   output_loading_info=True, **kwargs)
     except OSError as e:
         msg = str(e).splitlines()[0]
         if not allow_pickle and "safetensors" in msg.lower():
@@ -64,6 +76,34 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, **kwargs):
         elif not local:
             msg += f" ({offline_hint()}{_no_folder(name)})"
         raise BertkitError(f"cannot load model '{name}': {msg}") from None
+    def modules(keys):
+        return sorted({k.rsplit(".", 1)[0] for k in keys if not k.startswith(skip)})
+
+    missing = modules(info["missing_keys"])
+    resized = modules(m[0] if isinstance(m, tuple) else m for m in info["mismatched_keys"])
+    prefix = "" if model.base_model is model else model.base_model_prefix + "."
+    encoder = [m for m in missing + resized if m.startswith(prefix)]
+    if encoder:
+        few = ", ".join(encoder[:4]) + (f" and {len(encoder) - 4} more" if len(encoder) > 4 else "")
+        print(f"{name}: the checkpoint has no weights for {few}: {'they start' if len(encoder) > 1 else 'it starts'}"
+              " random", file=sys.stderr)
+    return model, missing, resized
+
+
+@contextlib.contextmanager
+def _load_report_held():
+    """transformers' load report (logged by `modeling_utils` as a warning) not written while the block runs; its
+    other messages are (a filter, not the logger's level: transformers reads that level to decide other checks)."""
+    log = logging.getLogger("transformers.modeling_utils")
+
+    def not_the_report(record):
+        return "LOAD REPORT" not in record.getMessage()
+
+    log.addFilter(not_the_report)
+    try:
+        yield
+    finally:
+        log.removeFilter(not_the_report)
 
 
 def _no_folder(name: str) -> str:

@@ -173,7 +173,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     elif not features:
         raise BertkitError(f"{model} has no task head: there is nothing to export without features.onnx")
     else:
-        task_model, keys, base = None, (), load_pretrained(AutoModel, path).float().eval()
+        task_model, keys, base = None, (), load_pretrained(AutoModel, path, skip=("pooler.",))[0].float().eval()
     chosen = parse_layers(layers, base.config.num_hidden_layers) if features else []
     chosen = list(dict.fromkeys(chosen))  # each hidden state once, in the order asked for
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names

@@ -48,7 +48,7 @@ class FeatureExtractor:
                  precision: str = "auto", batch_size: int = 64, max_length: int = 512, device: str | None = None,
                  tokenizer=None):
         if isinstance(model, str):
-            self.model, self.tokenizer = load_pretrained(AutoModel, model), load_tokenizer(model)
+            self.model, self.tokenizer = load_pretrained(AutoModel, model, skip=("pooler.",))[0], load_tokenizer(model)
         elif tokenizer is None:
             raise BertkitError("FeatureExtractor: a loaded model needs its tokenizer")
         else:

@@ -140,18 +140,32 @@ class Task(TaskIO):
         elif base is None:  # the head's variant (regression, multi-label) from its config.json, a hub id's too
             found = cls.for_checkpoint(checkpoint_config(name))
             cls = found if found is not None and issubclass(found, cls) else cls
-        kwargs, old = cls._head_kwargs(label_names), None
-        if label_names:
-            old = head_labels(name, cls.architecture)
-            if old is not None and old != list(label_names):  # a run of another task (e.g. MNLI before RTE)
-                kwargs["ignore_mismatched_sizes"] = True
-        model = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle, **kwargs)
-        if old is not None and old != list(label_names):
-            cls._new_head(model)
-            print(f"{name}: its head for {old} is replaced by a new one for {list(label_names)}", file=sys.stderr)
+        model = cls._load_model(name, label_names, allow_pickle)
         task = cls(model, load_tokenizer(name), label_names, max_length, options)
         task.source = name
         return task
+
+    @classmethod
+    def _load_model(cls, name: str, label_names: list[str] | None, allow_pickle: bool):
+        """The checkpoint under this task's head class. A head it lacks, or one for other labels (a run of MNLI before
+        RTE) or of another task (SST-2's before CoNLL's), starts random, and a line says so."""
+        architectures = checkpoint_config(name).get("architectures") or []
+        ours = any(a.endswith(cls.architecture) for a in architectures)
+        old = head_labels(name, cls.architecture) if label_names else None
+        model, missing, resized = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle,
+                                                  ignore_mismatched_sizes=True, **cls._head_kwargs(label_names))
+        prefix = model.base_model_prefix + "."
+        head = sorted({n.rsplit(".", 1)[0] for n, _ in model.named_parameters() if not n.startswith(prefix)})
+        new = f" for {list(label_names)}" if label_names else ""
+        if ours and old is not None and old != list(label_names):
+            cls._new_head(model)
+            print(f"{name}: its head for {old} is replaced by a new one{new}", file=sys.stderr)
+        elif not ours and architectures and set(head) - set(missing):  # another task's head, named as ours
+            cls._new_head(model)
+            print(f"{name}: its {architectures[0]} head is replaced by a new one{new}", file=sys.stderr)
+        elif set(head) & set(missing + resized):
+            print(f"{name}: a new head{new} ({', '.join(head)}), randomly initialised", file=sys.stderr)
+        return model
 
     @classmethod
     def run_settings(cls, path) -> tuple[int | None, object]:
@@ -164,8 +178,7 @@ class Task(TaskIO):
         """`from_pretrained` arguments that size a new head for `label_names`."""
         if not label_names:
             return {}
-        return dict(num_labels=len(label_names), id2label=dict(enumerate(label_names)),
-                    label2id={n: i for i, n in enumerate(label_names)})
+        return dict(id2label=dict(enumerate(label_names)), label2id={n: i for i, n in enumerate(label_names)})
 
     @staticmethod
     def _new_head(model) -> None:
