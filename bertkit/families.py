@@ -31,7 +31,11 @@ Facts, one each:
   NER at its next piece, the bare marker being context (`word_marker_id`);
 - `cpu_speedups`: the CPU training speed-ups of `bertkit/cpu` measured on this family (docs/speed.md measured them
   on BERT only: every other family gets none);
-- `lora_targets`: the layers LoRA adapts by default where peft has no default for the family.
+- `lora_targets`: the layers LoRA adapts by default where peft has no default for the family;
+- `max_positions`: the most tokens a sequence may have where a learned table of `max_position_embeddings` rows gives
+  each position its vector (BERT, DistilBERT, ELECTRA, ALBERT; RoBERTa's and XLM-R's rows start after the padding
+  token's id), None where positions are relative (DeBERTa-v2 without `position_biased_input`) or rotary (ModernBERT)
+  and any length runs; a longer sequence through a table is a size error inside the model, not a message.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class Family:
     word_marker: str | None = None  # the piece that only marks a word's start (sentencepiece '▁', byte-level 'Ġ')
     cpu_speedups: tuple[str, ...] = ()  # measured on this family
     lora_targets: tuple[str, ...] | None = None  # None: peft's default for the family
+    positions: str = "table"  # a learned table ("table"), one whose rows start after padding's, "relative", "rotary"
     known: bool = True
 
 
@@ -60,14 +65,14 @@ FAMILIES = {f.name: f for f in (
     Family("bert", token_types=True, pooler="base_model.pooler", cpu_speedups=SPEEDUPS),
     Family("electra", token_types=True, head_dense="classifier.dense"),
     Family("albert", token_types=True, pooler="base_model.pooler", word_marker="▁", lora_targets=("query", "value")),
-    Family("deberta-v2", token_types=True, pooler="pooler", word_marker="▁"),
+    Family("deberta-v2", token_types=True, pooler="pooler", word_marker="▁", positions="relative"),
     Family("roberta", token_types=False, prefix_space=True, pooler="base_model.pooler",
-           head_dense="classifier.dense", cls_token="<s>", word_marker="Ġ"),
+           head_dense="classifier.dense", cls_token="<s>", word_marker="Ġ", positions="after padding"),
     Family("xlm-roberta", token_types=False, pooler="base_model.pooler", head_dense="classifier.dense",
-           cls_token="<s>", word_marker="▁"),
+           cls_token="<s>", word_marker="▁", positions="after padding"),
     Family("distilbert", token_types=False, head_dense="pre_classifier", lora_targets=("q_lin", "v_lin")),
     Family("modernbert", token_types=False, prefix_space=True, head_dense="head.dense", word_marker="Ġ",
-           lora_targets=("Wqkv",)),
+           lora_targets=("Wqkv",), positions="rotary"),
 )}
 UNKNOWN = Family("", token_types=True, pooler="base_model.pooler", known=False)
 
@@ -83,6 +88,16 @@ def token_types(config) -> int:
     """How many token types the model reads: 0 when it takes no token_type_ids."""
     config = getattr(config, "config", config)
     return int(getattr(config, "type_vocab_size", 0) or 0) if family(config).token_types else 0
+
+
+def max_positions(config) -> int | None:
+    """The most tokens a sequence may have: a learned position table's rows for it; None for relative or rotary
+    positions (DeBERTa-v2's are relative unless `position_biased_input` adds a table)."""
+    config = getattr(config, "config", config)
+    kind, rows = family(config).positions, getattr(config, "max_position_embeddings", None)
+    if rows is None or (kind in ("relative", "rotary") and not getattr(config, "position_biased_input", False)):
+        return None
+    return rows - (config.pad_token_id + 1 if kind == "after padding" else 0)
 
 
 def fit_tokenizer(tokenizer, config):

@@ -129,6 +129,8 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "cola,squad"],
      "unknown GLUE task(s) squad"),
     (SST2 + [str(GOOD / "dev.tsv"), "--tasks", "cola"], "--tasks is for `bertkit finetune glue` only"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--max-length", "600"],  # was a size error in the model at a long sentence
+     "max_length 600: the model takes at most 512 tokens in a sequence"),
 ]
 
 

@@ -433,6 +433,37 @@ def test_pooler_and_cpu_speedups(tmp_path_factory, tiny_bert, family):
                                           "docs/speed.md)"]
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_max_positions_is_the_longest_sequence_the_model_runs(tmp_path_factory, tiny_bert, family):
+    """`max_positions`: a sequence of that many tokens runs and one more is the model's own size error where a
+    position table limits it; with relative or rotary positions (None) twice `max_position_embeddings` runs. A
+    task asked for more says so in one line."""
+    import torch
+    from transformers import AutoModel
+
+    from bertkit.errors import BertkitError
+    from bertkit.families import max_positions
+    from bertkit.tasks import SequenceClassification
+
+    path = tiny(tmp_path_factory, tiny_bert, family)
+    model = AutoModel.from_pretrained(path).eval()
+    limit = max_positions(model.config)
+    assert (limit is None) == (family in ("deberta-v2", "modernbert"))
+
+    def run(n):
+        with torch.no_grad():
+            model(input_ids=torch.full((1, n), 5), attention_mask=torch.ones(1, n, dtype=torch.long))
+
+    if limit is None:
+        run(2 * model.config.max_position_embeddings)
+        return
+    run(limit)
+    with pytest.raises((IndexError, RuntimeError)):
+        run(limit + 1)
+    with pytest.raises(BertkitError, match=f"max_length {limit + 1}: the model takes at most {limit} tokens"):
+        SequenceClassification.from_pretrained(str(path), label_names=["a", "b"], max_length=limit + 1)
+
+
 def test_only_families_py_compares_model_types():
     """No module of bertkit but families.py names a model type or compares `model_type`."""
     names = set(FAMILIES)

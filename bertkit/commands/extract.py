@@ -85,7 +85,9 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--format", default="npy", choices=["npy", "safetensors"], help="of the shard files (default npy)")
     p.add_argument("--batch-size", type=positive(), default=64, help="sentences a forward pass (CPU; a GPU batches by "
                    "token budget)")
-    p.add_argument("--max-length", type=positive(), default=512, help="longest sentence in word pieces")
+    p.add_argument("--max-length", type=positive(), default=512,
+                   help="longest sentence in word pieces, special tokens counted (default 512, or the model's own "
+                   "limit where that is less)")
     p.add_argument("--shard-rows", type=positive(), default=65536, help="rows per shard file")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
                    help="the model's compute (default auto: bf16 where the hardware computes it natively and faster)")

@@ -20,7 +20,7 @@ from transformers import AutoModel
 from ..batching import sorted_batches
 from ..device import autocast, choose_precision, default_device
 from ..errors import BertkitError
-from ..families import words_tokenizer
+from ..families import max_positions, words_tokenizer
 from ..graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
 from ..models import load_pretrained, load_tokenizer
 from ..precast import precast
@@ -61,7 +61,7 @@ class FeatureExtractor:
         self.precision = choose_precision(precision, self.device).precision
         if isinstance(model, str):  # its own model, only for inference: the linear weights in bf16 once
             precast(self.model, self.precision)
-        self.batch_size, self.max_length = batch_size, max_length
+        self.batch_size, self.max_length = batch_size, min(max_length, max_positions(self.config) or max_length)
         self._graphs: dict = {}  # (layers, precision) → GraphedForward, on a GPU
         self.configure(layers, combine, pool)
 

@@ -35,7 +35,7 @@ import datasets
 import torch
 
 from ..errors import BertkitError
-from ..families import fit_tokenizer
+from ..families import fit_tokenizer, max_positions
 from ..inference import forward_all
 from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
@@ -83,7 +83,11 @@ class Task(TaskIO):
         self.model, self.tokenizer = model, fit_tokenizer(tokenizer, model.config)  # token type ids as it reads them
         self.options = options if options is not None else self.Options()
         self.source = getattr(model.config, "_name_or_path", "")  # what it was loaded from (from_pretrained: name)
-        self.max_length = max_length or self.default_max_length
+        limit = max_positions(model.config)
+        if max_length and limit and max_length > limit:
+            raise BertkitError(f"max_length {max_length}: the model takes at most {limit} tokens in a sequence")
+        default = self.default_max_length
+        self.max_length = max_length or (min(default, limit) if default and limit else default)
         self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
 
     def _labels_from_config(self, config) -> list[str]:
