@@ -11,6 +11,8 @@ ner = bertkit.load_task("runs/conll2003")  # a run of `bertkit finetune conll200
 ner.predict([["EU", "rejects", "German", "call"]])  # [{tokens, tags, entities}]
 qa = bertkit.load_task("runs/squad")  # a run of `bertkit finetune squad`
 qa.predict(["Who won?"], ["The Denver Broncos won Super Bowl 50."])  # [{answer, score, start, end}]
+mc = bertkit.load_task("runs/swag")  # a run of `bertkit finetune swag`
+mc.predict("A man sits at a piano.", ["He plays.", "He eats it."])  # [{label, ending, score, probabilities}]
 ```
 A task of one's own: subclass `bertkit.Task` and `bertkit.register_task` it (examples/custom_task.py).
 """

@@ -256,6 +256,7 @@ def test_rows_predicted_together_answer_as_each_alone(task_run):
     assert len(together) == len(spec.rows)
     for i, (t, a) in enumerate(zip(together, alone, strict=True)):
         close(t, a, 1e-5, f"row {i}")
+    assert task.predict_rows([], **spec.options) == []  # no rows, no answers (was an error inside the encoding)
 
 
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
@@ -283,8 +284,9 @@ def test_predict_in_slices_writes_what_it_writes_in_one(task_run, tmp_path, monk
 
 
 def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
-    """`predict("text")` answers as `predict(["text"])` for the tasks whose notebook `predict` takes texts."""
-    from bertkit import QuestionAnswering, SequenceClassification, TokenClassification
+    """`predict("text")` answers as `predict(["text"])` for the tasks whose notebook `predict` takes texts; an
+    empty list gets an empty list."""
+    from bertkit import BertkitError, MultipleChoice, QuestionAnswering, SequenceClassification, TokenClassification
 
     clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"])
     assert clf.predict("a fine film", with_probs=True) == clf.predict(["a fine film"], with_probs=True)
@@ -293,6 +295,15 @@ def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
     qa = QuestionAnswering.from_pretrained(str(tiny_bert))
     assert qa.predict("Where does Ann live?", "Ann lives in Rome.") == qa.predict(["Where does Ann live?"],
                                                                                 ["Ann lives in Rome."])
+    mc = MultipleChoice.from_pretrained(str(tiny_bert))
+    endings = ["He plays.", "He eats it.", "He sings."]
+    assert mc.predict("A man sits at a piano.", endings) == mc.predict(["A man sits at a piano."], [endings]) == \
+        mc.predict_rows([{"context": "A man sits at a piano.", "endings": endings}])
+    assert clf.predict([]) == ner.predict([]) == qa.predict([], []) == mc.predict([], []) == []
+    with pytest.raises(BertkitError, match="sentence 1: no words"):
+        ner.predict([["Ann"], []])
+    with pytest.raises(BertkitError, match="context 0: give a text and two or more non-empty endings"):
+        mc.predict("A man sits.", ["He plays."])
 
 
 def test_a_notebooks_predict_prints_no_progress_bar_and_leaves_them_as_they_were(tiny_bert, capfd, monkeypatch):

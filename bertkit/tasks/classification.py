@@ -345,6 +345,8 @@ class SequenceClassification(ClassificationIO, Task):
         """One prediction per text (notebook use), pooled over its windows when it has several; input order kept. A
         single str is one text."""
         texts = as_list(texts)
+        if not texts:
+            return []
         cols = {"text": texts, **({"text_pair": as_list(text_pairs)} if text_pairs is not None else {})}
         if self.doc_pooling == "truncate":  # one feature per text: tokenised straight into columns (no Arrow table)
             enc = self.tokenizer(cols["text"], cols.get("text_pair"), truncation=True, max_length=self.max_length)

@@ -23,6 +23,8 @@ class TaskIO:
     def predict_rows(self, rows: list[dict], batch_size: int = 64, precision: str = "fp32", **options) -> list[dict]:
         """One answer (a JSON-ready dict) per input row, in order. Rows have the `input_fields`; `options` are
         per-call output choices (e.g. probabilities). The default encodes the rows as examples and scores them."""
+        if not rows:
+            return []
         examples = self.examples(datasets.Dataset.from_list([{k: r[k] for k in self.input_fields} for r in rows]))
         features = self.encode(examples)
         _, predictions = self.score(self.infer(features, batch_size, precision), examples, features, None)

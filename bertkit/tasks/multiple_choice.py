@@ -36,7 +36,7 @@ from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import quiet_maps
+from ..utils import as_list, quiet_maps
 from .base import Task
 from .requests import RequestError
 
@@ -203,6 +203,21 @@ class MultipleChoice(Task):
         metrics = compute_metrics(metric_hooks, [p["label"] for p in predictions], list(examples["label"])) \
             if metric_hooks and labelled else {}
         return metrics, predictions
+
+    def predict(self, contexts: list[str], endings: list[list[str]], batch_size: int = 64,
+                precision: str = "fp32") -> list[dict]:
+        """The likeliest ending of each context (notebook use), in input order: `endings` holds each context's
+        candidates (two or more). A single str is one context, with `endings` its own candidates."""
+        if isinstance(contexts, str):
+            contexts, endings = [contexts], [endings]
+        contexts, endings = list(contexts), [as_list(e) for e in endings]
+        if len(contexts) != len(endings):
+            raise BertkitError(f"{len(contexts)} contexts but {len(endings)} lists of endings")
+        for i, (c, e) in enumerate(zip(contexts, endings, strict=True)):
+            if not isinstance(c, str) or len(e) < 2 or not all(isinstance(x, str) and x.strip() for x in e):
+                raise BertkitError(f"context {i}: give a text and two or more non-empty endings")
+        return self.predict_rows([{"context": c, "endings": e} for c, e in zip(contexts, endings, strict=True)],
+                                 batch_size, precision)
 
     @quiet_maps()
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):

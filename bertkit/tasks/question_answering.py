@@ -331,6 +331,8 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         for i, (q, c) in enumerate(zip(questions, contexts, strict=True)):
             if not isinstance(q, str) or not q.strip() or not isinstance(c, str) or not c.strip():
                 raise BertkitError(f"question {i}: the question and the context must be non-empty text")
+        if not questions:
+            return []
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})
         features = self.encode(examples)
         outputs = self.infer(features, batch_size, precision)

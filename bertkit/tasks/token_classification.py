@@ -216,6 +216,11 @@ class TokenClassification(TokenClassificationIO, Task):
         tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans, strict=True)]
         if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
             raise BertkitError("a word must be a non-empty string (give each sentence as a list of words or a str)")
+        if not tokens:
+            return []
+        for i, words in enumerate(tokens):
+            if not words:
+                raise BertkitError(f"sentence {i}: no words")
         if documents is not None and len(documents) != len(tokens):
             raise BertkitError(f"documents: {len(documents)} numbers for {len(tokens)} sentences")
         docs = list(documents) if documents is not None else list(range(len(tokens)))
