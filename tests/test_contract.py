@@ -302,8 +302,10 @@ def test_a_notebooks_single_string_is_one_input_not_its_characters(tiny_bert):
     assert clf.predict([]) == ner.predict([]) == qa.predict([], []) == mc.predict([], []) == []
     with pytest.raises(BertkitError, match="sentence 1: no words"):
         ner.predict([["Ann"], []])
-    with pytest.raises(BertkitError, match="context 0: give a text and two or more non-empty endings"):
+    with pytest.raises(BertkitError, match="context 0: give a non-empty text and two or more non-empty endings"):
         mc.predict("A man sits.", ["He plays."])
+    with pytest.raises(BertkitError, match="context 1: give a non-empty text"):
+        mc.predict(["A man sits.", " "], [endings, endings])
 
 
 def test_a_notebooks_predict_prints_no_progress_bar_and_leaves_them_as_they_were(tiny_bert, capfd, monkeypatch):

@@ -214,8 +214,9 @@ class MultipleChoice(Task):
         if len(contexts) != len(endings):
             raise BertkitError(f"{len(contexts)} contexts but {len(endings)} lists of endings")
         for i, (c, e) in enumerate(zip(contexts, endings, strict=True)):
-            if not isinstance(c, str) or len(e) < 2 or not all(isinstance(x, str) and x.strip() for x in e):
-                raise BertkitError(f"context {i}: give a text and two or more non-empty endings")
+            texts = [c, *e]
+            if len(e) < 2 or not all(isinstance(x, str) and x.strip() for x in texts):
+                raise BertkitError(f"context {i}: give a non-empty text and two or more non-empty endings")
         return self.predict_rows([{"context": c, "endings": e} for c, e in zip(contexts, endings, strict=True)],
                                  batch_size, precision)
 
