@@ -206,3 +206,29 @@ def test_a_count_or_size_below_1_is_argparses_one_line(args, expected, tiny_bert
     with pytest.raises(SystemExit) as stop:
         main([a.format(tiny=tiny_bert, clf=clf, out=out) for a in args])
     assert stop.value.code == 2 and expected in capsys.readouterr().err and not out.exists()
+
+
+DEV = {"dev": {"text": ["a film"], "label": [0]}}
+NOTEBOOK = [  # Trainer.fit on a notebook's lists: what was an error inside datasets or torch, or a wrong run
+    ({"text": [], "label": []}, DEV, "train: no examples"),
+    ({"text": ["a", "b"], "label": [0]}, DEV, "train: columns of unequal length: text 2, label 1"),
+    ({"text": ["a", "b"], "label": ["neg", "pos"]}, DEV,
+     "train: row 0: label 'neg' is neither one of ['negative', 'positive'] nor an id 0-1"),
+    ({"text": ["a", "b"], "label": [0, 5]}, DEV, "train: row 1: label 5 is neither one of"),  # was torch's IndexError
+    ({"text": ["a", "b"], "label": [0.0, 1.0]}, DEV, "train: row 0: label 0.0 is neither one of"),
+    ({"text": ["a", "b"], "label": [0, 1]}, {"dev": {"text": ["a"], "label": [-1]}},
+     "evals['dev']: row 0: label -1 is neither one of ['negative', 'positive'] nor an id 0-1 (-1 marks an "
+     "unlabelled row"),  # was scored against -1
+]
+
+
+@pytest.mark.parametrize("train, evals, expected", NOTEBOOK, ids=[c[2][:40] for c in NOTEBOOK])
+def test_a_notebooks_lists_are_checked_before_the_run_starts(train, evals, expected, tiny_bert, tmp_path):
+    from bertkit import BertkitError, SequenceClassification, Trainer, run_config
+
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    cfg = run_config(name="sst2", max_steps=2, output_dir=str(tmp_path / "run"), precision="fp32")
+    with pytest.raises(BertkitError) as e:
+        Trainer(clf, cfg).fit(train, evals)
+    assert str(e.value).startswith(expected)
+    assert not (tmp_path / "run").exists()

@@ -58,6 +58,17 @@ def head_labels(name: str, architecture: str) -> list[str] | None:
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
 
 
+def as_dataset(data) -> datasets.Dataset:
+    """A Dataset as it is, or a dict of equal-length lists as one."""
+    if isinstance(data, datasets.Dataset):
+        return data
+    data = dict(data)
+    sizes = {k: len(v) for k, v in data.items()}
+    if len(set(sizes.values())) > 1:
+        raise BertkitError("columns of unequal length: " + ", ".join(f"{k} {n}" for k, n in sizes.items()))
+    return datasets.Dataset.from_dict(data)
+
+
 class Task(TaskIO):
     # --- what the task is (class attributes a task sets) ------------------------------------------------------
     name = ""  # registry key, the `task` of a run config, e.g. "sequence-classification"
@@ -236,10 +247,18 @@ class Task(TaskIO):
     # --- features and training --------------------------------------------------------------------------------
     def examples(self, data) -> datasets.Dataset:
         """Training or evaluation examples as a Dataset: a Dataset as it is, or a dict of lists; label names in a
-        `label` column are mapped to ids."""
-        ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
-        if "label" in ds.column_names and len(ds) and isinstance(ds[0]["label"], str):
-            names = self.label_names
+        `label` column are mapped to ids, and a label that is neither one of the names nor an id is refused (the
+        row named)."""
+        ds = as_dataset(data)
+        if not self.named_labels or "label" not in ds.column_names or not len(ds):
+            return ds
+        names = self.label_names
+        for i, x in enumerate(ds["label"]):
+            if x not in names and not (type(x) is int and 0 <= x < len(names)):
+                hint = " (-1 marks an unlabelled row, as in GLUE's test splits)" if x == -1 else ""
+                raise BertkitError(f"row {i}: label {x!r} is neither one of {names} nor an id 0-{len(names) - 1}"
+                                   + hint)
+        if isinstance(ds[0]["label"], str):
             ds = ds.map(lambda ex: {"label": names.index(ex["label"])})
         return ds
 

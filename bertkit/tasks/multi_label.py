@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..metrics import MULTI_LABEL_BUILTIN
+from .base import as_dataset
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:
@@ -36,7 +37,7 @@ class MultiLabelHead:
 
     def examples(self, data) -> datasets.Dataset:
         """Examples whose `label` is a list of label ids (names are mapped to ids)."""
-        ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
+        ds = as_dataset(data)
         if "label" in ds.column_names and any(isinstance(x, str) for ids in ds["label"] for x in ids):
             names = self.label_names
             ds = ds.map(lambda ex: {"label": sorted({x if isinstance(x, int) else names.index(x)

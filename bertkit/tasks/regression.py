@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import BertkitError
 from ..metrics import REGRESSION_BUILTIN
+from .base import as_dataset
 
 
 class RegressionHead:
@@ -36,7 +37,7 @@ class RegressionHead:
 
     def examples(self, data) -> datasets.Dataset:
         """Examples with float labels (numbers written as text are converted)."""
-        ds = data if isinstance(data, datasets.Dataset) else datasets.Dataset.from_dict(dict(data))
+        ds = as_dataset(data)
         if "label" in ds.column_names and len(ds) and not isinstance(ds[0]["label"], float):
             try:
                 ds = ds.cast_column("label", datasets.Value("float64"))

@@ -135,8 +135,8 @@ class Trainer:
         cfg, acc = self.cfg, self.accelerator
         if not evals:
             raise BertkitError("at least one evaluation set is needed (validation_files)")
-        train = self.task.examples(train)
-        evals = {k: self.task.examples(v) for k, v in evals.items()}
+        train = _examples(self.task, train, "train")
+        evals = {k: _examples(self.task, v, f"evals[{k!r}]") for k, v in evals.items()}
         with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
             features = self.task.encode(train)
             eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
@@ -303,3 +303,14 @@ class Trainer:
         for callback in self.eval_callbacks:  # e.g. a search's pruner; may raise to end the run
             callback(self, state, value)
         return stop
+
+
+def _examples(task, data, name: str):
+    """`task.examples(data)`, its errors and an empty set named as `fit` was given them (a notebook's lists)."""
+    try:
+        examples = task.examples(data)
+    except BertkitError as e:
+        raise BertkitError(f"{name}: {e}") from None
+    if not len(examples):
+        raise BertkitError(f"{name}: no examples")
+    return examples
