@@ -232,3 +232,41 @@ def test_a_notebooks_lists_are_checked_before_the_run_starts(train, evals, expec
         Trainer(clf, cfg).fit(train, evals)
     assert str(e.value).startswith(expected)
     assert not (tmp_path / "run").exists()
+
+
+NER_DEV = {"dev": {"tokens": [["Ann", "sings"]], "tags": [["B-PER", "O"]]}}
+QA_DEV = {"dev": {"question": ["Who sings?"], "context": ["Ann sings."],
+                  "answers": [{"text": ["Ann"], "answer_start": [0]}]}}
+NOTEBOOK_SPANS = [  # NER's and QA's lists: were an IndexError, a TypeError mid-run, or a failure after training
+    ("ner", {"tokens": [["Ann", "sings"]], "tags": [["O"]]}, "train: row 0: 2 words but 1 tags"),
+    ("ner", {"tokens": [["Ann", "sings"]]}, "train: no 'tags' column (a token-classification example has tokens, "
+                                            "tags)"),
+    ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": ["Ann"], "answer_start": [5]}]},
+     "train: row 0: answer_start 5 does not index the answer 'Ann' (the context there reads 'ing')"),
+    ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": "Ann", "answer_start": 0}]},
+     "train: row 0: answers must be {'text': [...], 'answer_start': [...]}"),
+    ("qa", {"question": ["Who?"], "context": ["Ann sings."]}, "train: no 'answers' column"),
+]
+
+
+@pytest.mark.parametrize("task, train, expected", NOTEBOOK_SPANS, ids=[c[2][:40] for c in NOTEBOOK_SPANS])
+def test_a_notebooks_ner_and_qa_lists_are_checked(task, train, expected, tiny_bert, tmp_path):
+    from bertkit import BertkitError, QuestionAnswering, TokenClassification, Trainer, run_config
+
+    model = TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"]) \
+        if task == "ner" else QuestionAnswering.from_pretrained(str(tiny_bert))
+    cfg = run_config(name=task, max_steps=1, output_dir=str(tmp_path / "run"), precision="fp32")
+    with pytest.raises(BertkitError) as e:
+        Trainer(model, cfg).fit(train, NER_DEV if task == "ner" else QA_DEV)
+    assert str(e.value).startswith(expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_notebooks_qa_lists_without_ids_train_and_score(tiny_bert, tmp_path):
+    """Questions given without ids are numbered (scoring needed an `id` column: it failed after training)."""
+    from bertkit import QuestionAnswering, Trainer, run_config
+
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert))
+    cfg = run_config(name="qa", max_steps=1, output_dir=str(tmp_path / "run"), precision="fp32")
+    result = Trainer(qa, cfg).fit(QA_DEV["dev"], QA_DEV)
+    assert set(result["dev"]) == {"exact_match", "f1"}

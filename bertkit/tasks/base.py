@@ -86,6 +86,7 @@ class Task(TaskIO):
     lower_is_better: frozenset = frozenset()  # metric names whose best value is the lowest
     uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler applies)
     input_fields: dict[str, type] = {}  # one prediction input: field → str or list (of texts) (JSONL rows, serve)
+    example_fields: tuple[str, ...] = ()  # columns a training or evaluation example has (`Trainer.fit` checks them)
     optional_fields: dict[str, type] = {"id": str | int}  # fields an input row may have
     runner = None  # None: the torch model through `forward_all`; else a callable with its contract (ONNX Runtime)
 

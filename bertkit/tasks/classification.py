@@ -178,6 +178,7 @@ class SequenceClassification(ClassificationIO, Task):
     default_metrics = ("accuracy", "f1")
     uses_pooler = True
     input_fields = {"text": str}
+    example_fields = ("text", "label")
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, label_names, max_length, options)

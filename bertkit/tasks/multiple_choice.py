@@ -102,6 +102,7 @@ class MultipleChoice(Task):
     default_metrics = ("accuracy",)
     uses_pooler = True
     input_fields = {"context": str, "endings": list}
+    example_fields = ("context", "endings", "label")
     optional_fields = {"id": str | int, "start": str}
 
     def __init__(self, model, tokenizer, *args, **kwargs):

@@ -40,7 +40,7 @@ from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps, write_json
-from .base import Task
+from .base import Task, as_dataset
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
 from .question_answering_io import QuestionAnsweringIO
 
@@ -107,6 +107,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
     metric_builtins = SQUAD_BUILTIN
     default_metrics = ("exact_match", "f1")
     input_fields = {"question": str, "context": str}
+    example_fields = ("question", "context", "answers")
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, [], max_length, options)  # no label names: the head is start/end
@@ -156,6 +157,29 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
         return load_squad_split(cfg, cfg.task_options, split, file)
+
+    def examples(self, data) -> datasets.Dataset:
+        """Questions as a Dataset. A dict of lists (`question`, `context`, `answers` in the hub's layout `{"text":
+        [...], "answer_start": [...]}`, `id`?) is checked as a SQuAD file is (an answer_start that does not index its
+        answer is refused, the row named) and numbered where it has no ids."""
+        if isinstance(data, datasets.Dataset):
+            return data
+        ds = as_dataset(data)
+        if "id" not in ds.column_names:
+            ds = ds.add_column("id", [str(i) for i in range(len(ds))])
+        if not {"context", "answers"} <= set(ds.column_names):
+            return ds
+        for i, (context, answers) in enumerate(zip(ds["context"], ds["answers"], strict=True)):
+            if not isinstance(answers, dict) or set(answers) != {"text", "answer_start"} or \
+                    not all(isinstance(v, list) for v in answers.values()) or \
+                    len(answers["text"]) != len(answers["answer_start"]):
+                raise BertkitError(f"row {i}: answers must be {{'text': [...], 'answer_start': [...]}}, one start "
+                                   f"per text; got {answers!r:.80}")
+            for text, start in zip(answers["text"], answers["answer_start"], strict=True):
+                if type(start) is not int or not isinstance(text, str) or context[start:start + len(text)] != text:
+                    raise BertkitError(f"row {i}: answer_start {start} does not index the answer {text!r} (the "
+                                       f"context there reads {context[start:start + len(text)]!r})")
+        return ds
 
     # --- features -------------------------------------------------------------------------------------
     def _cut_questions(self, questions: list[str]) -> list[str]:

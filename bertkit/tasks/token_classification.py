@@ -41,7 +41,7 @@ from ..feature_cache import cached_map
 from ..metrics import NER_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps
-from .base import Task
+from .base import Task, as_dataset
 from .casing import add_casing_types, word_casing
 from .token_classification_io import TokenClassificationIO
 from .windows import merge_windows, word_windows
@@ -109,6 +109,7 @@ class TokenClassification(TokenClassificationIO, Task):
     default_metrics = ("precision", "recall", "f1", "per_type")
     default_max_length = None  # the checkpoint's own (`save` records it), else 128
     input_fields = {"sentence": str}
+    example_fields = ("tokens", "tags")
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, label_names, max_length, options)
@@ -141,6 +142,16 @@ class TokenClassification(TokenClassificationIO, Task):
     @classmethod
     def load_split(cls, cfg, split, label_names, file=None):
         return load_conll_split(cfg, cfg.task_options, split, label_names, file)
+
+    def examples(self, data) -> datasets.Dataset:
+        """Sentences as a Dataset (a dict of lists: `tokens`, `tags` as names or ids, `doc`?); a sentence whose tags
+        are not one per word is refused (the row named)."""
+        ds = as_dataset(data)
+        if {"tokens", "tags"} <= set(ds.column_names):
+            for i, (words, tags) in enumerate(zip(ds["tokens"], ds["tags"], strict=True)):
+                if len(words) != len(tags):
+                    raise BertkitError(f"row {i}: {len(words)} words but {len(tags)} tags")
+        return ds
 
     # --- features -----------------------------------------------------------------------------------------------
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:

@@ -313,4 +313,8 @@ def _examples(task, data, name: str):
         raise BertkitError(f"{name}: {e}") from None
     if not len(examples):
         raise BertkitError(f"{name}: no examples")
+    missing = [f for f in task.example_fields if f not in examples.column_names]
+    if missing:
+        raise BertkitError(f"{name}: no {', '.join(map(repr, missing))} column (a {task.name} example has "
+                           f"{', '.join(task.example_fields)})")
     return examples
