@@ -62,6 +62,10 @@ def test_probe_caps_its_training_and_validation_sentences(conll, tiny_bert, caps
     assert "for 40 + 10 sentences" in capsys.readouterr().err
 
 
-def test_probe_refuses_a_non_tagging_recipe(tiny_bert, sst2_dir, capsys):
+def test_probe_refuses_a_non_tagging_recipe(tiny_bert, sst2_dir, tmp_path, capsys):
     assert main(["probe", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir)]) == 2
     assert "needs a tagging recipe" in capsys.readouterr().err
+    # said before its data is looked for (was: where to find SST-2's data, then this)
+    assert main(["probe", "sst2", "--model", str(tiny_bert), "--data-dir", str(tmp_path / "none")]) == 2
+    assert "probe needs a tagging recipe (words and their tags); sst2 is a sequence-classification recipe" in \
+        capsys.readouterr().err

@@ -29,10 +29,14 @@ def run(args: argparse.Namespace) -> int:
     caps = {"data_dir": args.data_dir, "max_train_samples": args.max_train_samples,
             "max_eval_samples": args.max_eval_samples}
     cfg = load_recipe(args.task, {k: v for k, v in caps.items() if v is not None})
-    train, evals, labels = get_task(cfg.task).load_data(cfg)
-    if not {"tokens", "tags"} <= set(train.column_names):
-        raise BertkitError(f"probe needs a tagging recipe (words and their tags); {args.task} is a {cfg.task} "
-                           "recipe")
+    task_class, tagging = get_task(cfg.task), {"tokens", "tags"}
+    not_tagging = BertkitError(f"probe needs a tagging recipe (words and their tags); {args.task} is a {cfg.task} "
+                               "recipe")
+    if task_class.example_fields and not tagging <= set(task_class.example_fields):
+        raise not_tagging  # before its data is looked for
+    train, evals, labels = task_class.load_data(cfg)
+    if not tagging <= set(train.column_names):
+        raise not_tagging
     split, valid = next(iter(evals.items()))
     mix = args.combine == "scalar-mix"
     fx = FeatureExtractor(args.model, layers=args.layers, combine="none" if mix else args.combine, pool="first",
