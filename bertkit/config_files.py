@@ -22,6 +22,7 @@ from .config import DEFAULT_TASK, FLAT, GENERIC, NESTED, RunConfig, resolve, run
 from .errors import BertkitError
 from .tasks.registry import all_tasks
 from .typed import check_type, option_names, unknown_key
+from .utils import load_yaml
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 
@@ -58,10 +59,7 @@ def recipe_path(name: str) -> Path:
 
 
 def read_yaml(path: Path) -> dict:
-    try:
-        values = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise BertkitError(f"{path}: not valid YAML: {e}") from None
+    values = load_yaml(path) or {}
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: a recipe must be a mapping of key: value")
     return values
@@ -146,7 +144,7 @@ def load_run_config(path) -> RunConfig:
     """The resolved config.yaml of a finished run: this version's layout or bertkit 0.2's flat one. Keys this
     version does not know are ignored (a run folder of a newer version still loads)."""
     path = Path(path)
-    values = yaml.safe_load(path.read_text()) or {}
+    values = load_yaml(path) or {}
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: expected a mapping of config fields")
     values = upgrade_flat(values, strict=False)

@@ -134,3 +134,20 @@ def quiet_maps():
 def as_list(texts) -> list:
     """A notebook's input as a list: one str is one input (not its characters), any other sequence its items."""
     return [texts] if isinstance(texts, str) else list(texts)
+
+
+def load_yaml(path):
+    """A YAML file's value; a file that is not UTF-8 text or not YAML is one line naming the file and line."""
+    import yaml
+
+    from .errors import DataError
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text (byte {e.start})", file=str(path)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
+        said = [str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x]
+        raise DataError("not valid YAML: " + ("; ".join(said) or str(e).splitlines()[0]), file=str(path),
+                        line=mark.line + 1 if mark else None) from None

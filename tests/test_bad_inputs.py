@@ -2,6 +2,7 @@
 naming what and where, exit code 2, no traceback, and no output left behind."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,8 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("recipe_unknown_key.yaml", RECIPE, "unknown key 'learning_rate'"),
     ("recipe_wrong_type.yaml", RECIPE, "'batch_size' must be an integer"),
     ("recipe_not_mapping.yaml", RECIPE, "must be a mapping"),
-    ("recipe_bad_yaml.yaml", RECIPE, "not valid YAML"),
+    ("recipe_bad_yaml.yaml", RECIPE, "recipe_bad_yaml.yaml, line 1: not valid YAML: while parsing a flow sequence; "
+                                     "expected ',' or ']', but got '<stream end>'\n"),  # was YAML's 6 lines
     ("recipe_bad_choice.yaml", RECIPE, "'precision' must be one of"),
     ("recipe_flat_compute_key.yaml", RECIPE, "recipe_flat_compute_key.yaml: 'precision' belongs under compute: (a "
                                              "mapping)"),
@@ -270,3 +272,19 @@ def test_a_notebooks_qa_lists_without_ids_train_and_score(tiny_bert, tmp_path):
     cfg = run_config(name="qa", max_steps=1, output_dir=str(tmp_path / "run"), precision="fp32")
     result = Trainer(qa, cfg).fit(QA_DEV["dev"], QA_DEV)
     assert set(result["dev"]) == {"exact_match", "f1"}
+
+
+def test_a_recipe_not_utf8_and_a_run_folders_damaged_config_are_one_line(clf, tmp_path, capsys):
+    recipe = tmp_path / "latin1.yaml"
+    recipe.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    assert main(["finetune", str(recipe)]) == 2
+    assert capsys.readouterr().err == f"bertkit finetune: error: {recipe}: not UTF-8 text (byte 9)\n"
+    run = tmp_path / "run"
+    shutil.copytree(clf, run)
+    (run / "config.yaml").write_text("task: [\n")  # was YAML's traceback
+    for command in (["predict", "--model", str(run), "--input", str(GOOD / "sentences.txt")],
+                    ["evaluate", "--model", str(run), "--file", str(GOOD / "dev.tsv")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bertkit {command[0]}: error: {run / 'config.yaml'}, line ") and \
+            ": not valid YAML: " in err and err.count("\n") == 1, err

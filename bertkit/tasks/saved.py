@@ -10,10 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ..errors import BertkitError
 from ..typed import build, option_names
+from ..utils import load_yaml
 from .registry import get_task
 
 
@@ -30,7 +29,7 @@ def saved_task(path) -> SavedTask | None:
     run = Path(path) / "config.yaml"
     if not run.is_file():
         return None
-    values = yaml.safe_load(run.read_text()) or {}
+    values = load_yaml(run) or {}
     if not isinstance(values, dict):
         raise BertkitError(f"{run}: expected a mapping of config fields")
     flat = "adapter" in values  # bertkit 0.2
