@@ -106,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         rank = os.environ.get("RANK", "0")  # under a launcher every process reports; the others say which they are
         print(f"{'' if rank == '0' else f'[rank {rank}] '}bertkit {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except OSError as e:  # the file system refused a path (no such folder, no permission, full): its own words
+        if e.filename is None or "--verbose" in argv:
+            raise
+        print(f"bertkit {args.command}: error: {e.strerror or e}: {e.filename}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except Stopped as e:  # a signal asked training to stop; its checkpoint is written
         how = "goes on from there" if args.command == "search" else "with --resume continues from there"
         if os.environ.get("RANK", "0") == "0":

@@ -19,8 +19,11 @@ def atomic_path(final: str | os.PathLike, is_dir: bool = False):
     Readers never see a half-written file or folder: on an exception the temporary is removed.
     """
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    except OSError as e:  # named by the path asked for, not by its temporary's
+        raise OSError(e.errno, e.strerror, str(final)) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a checkpoint folder should not be

@@ -288,3 +288,20 @@ def test_a_recipe_not_utf8_and_a_run_folders_damaged_config_are_one_line(clf, tm
         err = capsys.readouterr().err
         assert err.startswith(f"bertkit {command[0]}: error: {run / 'config.yaml'}, line ") and \
             ": not valid YAML: " in err and err.count("\n") == 1, err
+
+
+def test_an_output_the_file_system_refuses_is_one_line(clf, tiny_bert, tmp_path, capsys):
+    """An output under a path that cannot be made (a file where a folder should be): one line naming the path asked
+    for (was an OSError traceback naming its temporary)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder\n")
+    commands = {"predict": ["--model", str(clf), "--input", str(GOOD / "sentences.txt"), "--output",
+                            str(blocker / "p.jsonl")],
+                "export": ["--model", str(clf), "--output", str(blocker / "onnx")],
+                "extract": ["--model", str(tiny_bert), "--input", str(GOOD / "sentences.txt"), "--layers", "last",
+                            "--output", str(blocker / "feats")]}
+    for command, args in commands.items():
+        assert main([command, *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(blocker) in err and ".tmp" not in err, err
+        assert err.startswith(f"bertkit {command}: error: "), err

@@ -30,7 +30,10 @@ class ShardWriter:
             raise BertkitError(f"output folder {self.final} is not empty")
         self.tmp = self.final.with_name(f".{self.final.name}.tmp")
         shutil.rmtree(self.tmp, ignore_errors=True)
-        self.tmp.mkdir(parents=True)
+        try:
+            self.tmp.mkdir(parents=True)
+        except OSError as e:  # the temporary folder beside it is made first: the output is what the user named
+            raise BertkitError(f"cannot make the output folder {self.final}: {e.strerror or e}") from None
         self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
         self.sentence_level = sentence_level
         self.pending: list[np.ndarray] = []
