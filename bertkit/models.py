@@ -76,6 +76,7 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, skip: tuple
         elif not local:
             msg += f" ({offline_hint()}{_no_folder(name)})"
         raise BertkitError(f"cannot load model '{name}': {msg}") from None
+
     def modules(keys):
         return sorted({k.rsplit(".", 1)[0] for k in keys if not k.startswith(skip)})
 

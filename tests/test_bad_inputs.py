@@ -244,10 +244,13 @@ NOTEBOOK_SPANS = [  # NER's and QA's lists: were an IndexError, a TypeError mid-
     ("ner", {"tokens": [["Ann", "sings"]]}, "train: no 'tags' column (a token-classification example has tokens, "
                                             "tags)"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": ["Ann"], "answer_start": [5]}]},
-     "train: row 0: answer_start 5 does not index the answer 'Ann' (the context there reads 'ing')"),
+     "train: field \"rows[0].answers[0].answer_start\": question 0: answer_start 5 does not index the answer 'Ann' "
+     "(the context there reads 'ing')"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": "Ann", "answer_start": 0}]},
-     "train: row 0: answers must be {'text': [...], 'answer_start': [...]}"),
+     "train: field \"rows[0].answers\": 'answers' must hold lists 'text' and 'answer_start' of one length"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."]}, "train: no 'answers' column"),
+    ("qa", {"question": [" "], "context": ["Ann sings."], "answers": [{"text": ["Ann"], "answer_start": [0]}]},
+     "train: field \"rows[0].question\": question 0: empty question"),  # the SQuAD reader's checks, all of them
 ]
 
 

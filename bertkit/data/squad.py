@@ -254,19 +254,25 @@ def _jsonl_records(path: Path):
         yield "", {**row, "answers": _listed(row.get("answers"), path, "", n)}, row.get("context"), n
 
 
-def _hub_records(ds: datasets.Dataset):
+def _hub_records(ds: datasets.Dataset, source):
     for i, row in enumerate(ds):
-        qa = {"id": row.get("id"), "question": row.get("question"),
-              "answers": _listed(row.get("answers") or {"text": [], "answer_start": []}, "the hub dataset",
-                                 f"rows[{i}]")}
+        qa = {"id": row.get("id", str(i)), "question": row.get("question"),
+              "answers": _listed(row.get("answers") or {"text": [], "answer_start": []}, source, f"rows[{i}]")}
         yield f"rows[{i}]", qa, row.get("context") or ""
+
+
+def check_rows(ds: datasets.Dataset, source, no_answer: bool) -> datasets.Dataset:
+    """Questions in the datasets layout (a hub split, a notebook's lists) checked as a file's are; rows without an
+    `id` are numbered."""
+    columns, _ = collect_questions(_hub_records(ds, source), source, no_answer=no_answer)
+    return datasets.Dataset.from_dict(columns, features=FEATURES)
 
 
 def _from_hub(cfg, o, splits: list[str], limits: list[int | None]) -> list[datasets.Dataset]:
     out = []
     for name, ds, n in zip(splits, load_hub_splits(cfg, splits), limits, strict=True):
-        columns, _ = collect_questions(_hub_records(ds), f"{cfg.hub.dataset} ({name})", o.skip_bad_examples, n,
-                                       o.allow_no_answer)
+        source = f"{cfg.hub.dataset} ({name})"
+        columns, _ = collect_questions(_hub_records(ds, source), source, o.skip_bad_examples, n, o.allow_no_answer)
         out.append(datasets.Dataset.from_dict(columns, features=FEATURES))
     return out
 

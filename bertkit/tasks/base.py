@@ -49,11 +49,9 @@ class NoOptions:
     """A task without options of its own."""
 
 
-def head_labels(name: str, architecture: str) -> list[str] | None:
-    """The label names of a checkpoint (a folder or a hub id) whose head is `*architecture`; None for a base
-    model."""
-    config = checkpoint_config(name)
-    if not any(a.endswith(architecture) for a in config.get("architectures") or []) or "id2label" not in config:
+def head_labels(config: dict) -> list[str] | None:
+    """The label names of a checkpoint's head from its config.json; None where it names none."""
+    if "id2label" not in config:
         return None
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
 
@@ -165,15 +163,16 @@ class Task(TaskIO):
     def _load_model(cls, name: str, label_names: list[str] | None, allow_pickle: bool):
         """The checkpoint under this task's head class. A head it lacks, or one for other labels (a run of MNLI before
         RTE) or of another task (SST-2's before CoNLL's), starts random, and a line says so."""
-        architectures = checkpoint_config(name).get("architectures") or []
+        config = checkpoint_config(name)
+        architectures = config.get("architectures") or []
         ours = any(a.endswith(cls.architecture) for a in architectures)
-        old = head_labels(name, cls.architecture) if label_names else None
+        old = head_labels(config) if ours and label_names else None
         model, missing, resized = load_pretrained(cls.auto_model_class, name, allow_pickle=allow_pickle,
                                                   ignore_mismatched_sizes=True, **cls._head_kwargs(label_names))
         prefix = model.base_model_prefix + "."
         head = sorted({n.rsplit(".", 1)[0] for n, _ in model.named_parameters() if not n.startswith(prefix)})
         new = f" for {list(label_names)}" if label_names else ""
-        if ours and old is not None and old != list(label_names):
+        if old is not None and old != list(label_names):
             cls._new_head(model)
             print(f"{name}: its head for {old} is replaced by a new one{new}", file=sys.stderr)
         elif not ours and architectures and set(head) - set(missing):  # another task's head, named as ours

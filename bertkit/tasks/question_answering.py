@@ -34,7 +34,7 @@ import datasets
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
-from ..data.squad import load_squad_data, load_squad_split
+from ..data.squad import check_rows, load_squad_data, load_squad_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
@@ -159,27 +159,15 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         return load_squad_split(cfg, cfg.task_options, split, file)
 
     def examples(self, data) -> datasets.Dataset:
-        """Questions as a Dataset. A dict of lists (`question`, `context`, `answers` in the hub's layout `{"text":
-        [...], "answer_start": [...]}`, `id`?) is checked as a SQuAD file is (an answer_start that does not index its
-        answer is refused, the row named) and numbered where it has no ids."""
+        """Questions as a Dataset. A dict of lists in the datasets layout (`question`, `context`, `answers` as
+        `{"text": [...], "answer_start": [...]}`, `id`?) is checked as a hub split is (`data.squad.check_rows`: an
+        answer_start that does not index its answer is refused, the row named) and numbered where it has no ids."""
         if isinstance(data, datasets.Dataset):
             return data
         ds = as_dataset(data)
-        if "id" not in ds.column_names:
-            ds = ds.add_column("id", [str(i) for i in range(len(ds))])
-        if not {"context", "answers"} <= set(ds.column_names):
-            return ds
-        for i, (context, answers) in enumerate(zip(ds["context"], ds["answers"], strict=True)):
-            if not isinstance(answers, dict) or set(answers) != {"text", "answer_start"} or \
-                    not all(isinstance(v, list) for v in answers.values()) or \
-                    len(answers["text"]) != len(answers["answer_start"]):
-                raise BertkitError(f"row {i}: answers must be {{'text': [...], 'answer_start': [...]}}, one start "
-                                   f"per text; got {answers!r:.80}")
-            for text, start in zip(answers["text"], answers["answer_start"], strict=True):
-                if type(start) is not int or not isinstance(text, str) or context[start:start + len(text)] != text:
-                    raise BertkitError(f"row {i}: answer_start {start} does not index the answer {text!r} (the "
-                                       f"context there reads {context[start:start + len(text)]!r})")
-        return ds
+        if not {"question", "context", "answers"} <= set(ds.column_names):
+            return ds  # `Trainer.fit` names the missing column
+        return check_rows(ds, None, self.allow_no_answer)
 
     # --- features -------------------------------------------------------------------------------------
     def _cut_questions(self, questions: list[str]) -> list[str]:
