@@ -103,3 +103,22 @@ def test_the_main_split_is_the_first_validation_files_stem_or_the_hubs_first_eva
     assert main_split(load_recipe("mnli", {"data_dir": str(tmp_path / "stsb")})) == "dev_matched"
     assert SequenceClassification.main_split(load_recipe("qnli", {"data_dir": str(tmp_path / "stsb"),
                                                                   "carve_eval": 20})) == "dev_carved20"
+
+
+@pytest.mark.parametrize("content, rows, blank", [
+    ("one\ntwo\n", [(1, "one"), (2, "two")], None),
+    ("one\ntwo\n\n \r\n", [(1, "one"), (2, "two")], None),  # blank lines at the end: an editor's, left out
+    ("one\n\ntwo\n", None, 2),  # a blank line before a text: refused, the output would not line up
+    ("\n\n", None, "empty"),
+])
+def test_one_text_per_line_leaves_out_blank_lines_at_the_end_only(tmp_path, content, rows, blank):
+    from bertkit.data.readers import read_lines
+
+    f = write(tmp_path / "in.txt", content)
+    if rows is not None:
+        assert read_lines(f) == rows
+        return
+    with pytest.raises(DataError) as e:
+        read_lines(f)
+    assert (e.value.line, e.value.reason) == (2, "empty text (one text per line; remove blank lines)") if blank == 2 \
+        else e.value.reason == "file is empty"

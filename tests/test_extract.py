@@ -178,6 +178,15 @@ def test_bad_extract_input_exits_2_and_leaves_nothing(tiny_bert, tmp_path, capsy
     assert not out.exists() and not list(tmp_path.glob(".feats*"))
 
 
+def test_blank_lines_at_the_end_of_the_input_are_left_out(tiny_bert, tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_text("a sentence\nanother one\n\n  \n")
+    out = tmp_path / "feats"
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(out), "--layers",
+                 "last"]) == 0
+    assert [w for w, _ in FeatureReader(out)] == [["a", "sentence"], ["another", "one"]]
+
+
 def test_pool_pieces_by_hand():
     from bertkit.extract import pool_pieces
 

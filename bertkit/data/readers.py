@@ -153,10 +153,24 @@ def iter_lines(source) -> Iterator[tuple[int, str]]:
             yield n, text.rstrip("\r\n")
 
 
+def without_blank_end(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """`lines` ((line number, text) pairs, as `iter_lines` gives them), streamed, less the blank lines at their end
+    (an editor's last newline): a blank line is held back until a line with text follows it."""
+    held = []
+    for n, line in lines:
+        if not line.strip():
+            held.append((n, line))
+            continue
+        yield from held
+        held = []
+        yield n, line
+
+
 def read_lines(source, what: str = "text") -> list[tuple[int, str]]:
-    """The lines of a one-`what`-per-line input (a file or `-`); a blank line, or none at all, is an error."""
+    """The lines of a one-`what`-per-line input (a file or `-`): blank lines at its end are left out (an editor's
+    last newline); a blank line before a text, or no text at all, is an error."""
     rows = []
-    for n, line in iter_lines(source):
+    for n, line in without_blank_end(iter_lines(source)):
         if not line.strip():
             raise DataError(f"empty text (one {what} per line; remove blank lines)", file=source_name(source), line=n)
         rows.append((n, line))

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..data.conll import DOCSTART, scan_conll
-from ..data.readers import DELIMITERS, TEXT_COLUMNS, iter_lines, json_object, read_rows
+from ..data.readers import DELIMITERS, TEXT_COLUMNS, iter_lines, json_object, read_rows, without_blank_end
 from ..errors import DataError
 
 FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl", "table")
@@ -69,7 +69,7 @@ def read_sentences(path, fmt: str, tokenizer=None, text_field: str | None = None
                 yield count, words, start
                 count, words, start = count + 1, [], None
     else:
-        for n, line in iter_lines(path):
+        for n, line in without_blank_end(iter_lines(path)):
             words = None
             if fmt == "jsonl":
                 if not line.strip():
