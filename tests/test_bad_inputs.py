@@ -245,7 +245,7 @@ NOTEBOOK_SPANS = [  # NER's and QA's lists: were an IndexError, a TypeError mid-
                                             "tags)"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": ["Ann"], "answer_start": [5]}]},
      "train: field \"rows[0].answers[0].answer_start\": question 0: answer_start 5 does not index the answer 'Ann' "
-     "(the context there reads 'ing')"),
+     "(the context there reads 'ing'); fix the row, or give the task skip_bad_examples=True to skip such questions"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."], "answers": [{"text": "Ann", "answer_start": 0}]},
      "train: field \"rows[0].answers\": 'answers' must hold lists 'text' and 'answer_start' of one length"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."]}, "train: no 'answers' column"),
@@ -267,14 +267,18 @@ def test_a_notebooks_ner_and_qa_lists_are_checked(task, train, expected, tiny_be
     assert not (tmp_path / "run").exists()
 
 
-def test_a_notebooks_qa_lists_without_ids_train_and_score(tiny_bert, tmp_path):
-    """Questions given without ids are numbered (scoring needed an `id` column: it failed after training)."""
+def test_a_notebooks_qa_lists_without_ids_train_and_score(tiny_bert, tmp_path, caplog):
+    """Questions given without ids are numbered (scoring needed an `id` column: it failed after training); the
+    option `skip_bad_examples` skips an answer_start that does not index its answer, as it does in a file."""
     from bertkit import QuestionAnswering, Trainer, run_config
 
-    qa = QuestionAnswering.from_pretrained(str(tiny_bert))
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert), skip_bad_examples=True)
     cfg = run_config(name="qa", max_steps=1, output_dir=str(tmp_path / "run"), precision="fp32")
-    result = Trainer(qa, cfg).fit(QA_DEV["dev"], QA_DEV)
+    train = {k: v * 2 for k, v in QA_DEV["dev"].items()}
+    train["answers"] = [train["answers"][0], {"text": ["Ann"], "answer_start": [5]}]
+    result = Trainer(qa, cfg).fit(train, QA_DEV)
     assert set(result["dev"]) == {"exact_match", "f1"}
+    assert "the questions given: skipped 1 question(s) whose answer_start does not index" in caplog.text
 
 
 def test_a_recipe_not_utf8_and_a_run_folders_damaged_config_are_one_line(clf, tmp_path, capsys):

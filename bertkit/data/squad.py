@@ -41,6 +41,7 @@ from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, 
 
 logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
+NOTEBOOK_SKIP_HINT = "fix the row, or give the task skip_bad_examples=True to skip such questions"
 FEATURES = datasets.Features({"id": datasets.Value("string"), "question": datasets.Value("string"),
                               "context": datasets.Value("string"), "answers": {
                                   "text": datasets.Sequence(datasets.Value("string")),
@@ -129,7 +130,7 @@ def check_question(qa, context: str, source, where: str, no_answer: bool = False
         found = context[start:start + len(text)]
         if found != text:
             raise AnswerMismatch(f"question {qid}: answer_start {start} does not index the answer {text!r} (the "
-                                 f"context there reads {found!r}); {SKIP_HINT}", file=source,
+                                 f"context there reads {found!r})", file=source,
                                  field=_in(where, f"answers[{k}].answer_start"))
         texts.append(text)
         starts.append(start)
@@ -155,10 +156,12 @@ def _at_line(e: DataError, line: int | None) -> DataError:
 
 
 def collect_questions(records, source, skip_bad: bool = False, max_samples: int | None = None,
-                      no_answer: bool = False, line_of=None, with_answers: bool = True) -> tuple[dict, int]:
+                      no_answer: bool = False, line_of=None, with_answers: bool = True,
+                      skip_hint: str = SKIP_HINT) -> tuple[dict, int]:
     """Validate `(where, qa, context)` records into columns; returns (columns, number of skipped questions).
     `line_of(qid, nth)` (see `_id_lines`) puts the line of the question into errors, unless a record carries its line
-    as a fourth item (JSONL); `with_answers`: as `check_question`'s."""
+    as a fourth item (JSONL); `with_answers`: as `check_question`'s; `skip_hint` ends the error of an answer that
+    could be skipped (how to skip it where the questions come from)."""
     columns: dict[str, list] = {"id": [], "question": [], "context": [], **({"answers": []} if with_answers else {})}
     seen: dict[str, str] = {}
     skipped = 0
@@ -170,7 +173,8 @@ def collect_questions(records, source, skip_bad: bool = False, max_samples: int 
             row = check_question(qa, context, source, where, no_answer, with_answers)
         except AnswerMismatch as e:
             if not skip_bad:
-                raise _at_line(e, at) from None
+                raise _at_line(AnswerMismatch(f"{e.reason}; {skip_hint}", file=e.file, line=e.line, field=e.field),
+                               at) from None
             skipped += 1
             continue
         except DataError as e:
@@ -182,8 +186,8 @@ def collect_questions(records, source, skip_bad: bool = False, max_samples: int 
         for key, value in row.items():
             columns[key].append(value)
     if skipped:
-        logger.warning(f"{source}: skipped {skipped} question(s) whose answer_start does not index the answer text "
-                       f"(skip_bad_examples); {len(columns['id'])} kept")
+        logger.warning(f"{source or 'the questions given'}: skipped {skipped} question(s) whose answer_start does not "
+                       f"index the answer text (skip_bad_examples); {len(columns['id'])} kept")
     if not columns["id"]:
         raise DataError("no questions" + (" left after skipping bad ones" if skipped else ""), file=source)
     if max_samples is not None:
@@ -261,10 +265,11 @@ def _hub_records(ds: datasets.Dataset, source):
         yield f"rows[{i}]", qa, row.get("context") or ""
 
 
-def check_rows(ds: datasets.Dataset, source, no_answer: bool) -> datasets.Dataset:
-    """Questions in the datasets layout (a hub split, a notebook's lists) checked as a file's are; rows without an
-    `id` are numbered."""
-    columns, _ = collect_questions(_hub_records(ds, source), source, no_answer=no_answer)
+def check_rows(ds: datasets.Dataset, source, no_answer: bool, skip_bad: bool = False) -> datasets.Dataset:
+    """Questions in the datasets layout (a notebook's lists) checked as a file's are; rows without an `id` are
+    numbered."""
+    columns, _ = collect_questions(_hub_records(ds, source), source, skip_bad, no_answer=no_answer,
+                                   skip_hint=NOTEBOOK_SKIP_HINT)
     return datasets.Dataset.from_dict(columns, features=FEATURES)
 
 

@@ -161,13 +161,14 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
     def examples(self, data) -> datasets.Dataset:
         """Questions as a Dataset. A dict of lists in the datasets layout (`question`, `context`, `answers` as
         `{"text": [...], "answer_start": [...]}`, `id`?) is checked as a hub split is (`data.squad.check_rows`: an
-        answer_start that does not index its answer is refused, the row named) and numbered where it has no ids."""
+        answer_start that does not index its answer is refused, the row named, or skipped with the option
+        `skip_bad_examples`) and numbered where it has no ids."""
         if isinstance(data, datasets.Dataset):
             return data
         ds = as_dataset(data)
         if not {"question", "context", "answers"} <= set(ds.column_names):
             return ds  # `Trainer.fit` names the missing column
-        return check_rows(ds, None, self.allow_no_answer)
+        return check_rows(ds, None, self.allow_no_answer, self.options.skip_bad_examples)
 
     # --- features -------------------------------------------------------------------------------------
     def _cut_questions(self, questions: list[str]) -> list[str]:
