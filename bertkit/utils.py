@@ -1,4 +1,4 @@
-"""Small helpers: atomic writes, seeding, package versions."""
+"""Small helpers: atomic writes, seeding, package versions, a note on standard error."""
 
 from __future__ import annotations
 
@@ -6,10 +6,18 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
+
+
+def say(message: str) -> None:
+    """`message` on standard error, once: under a launcher (torchrun, accelerate launch) by the first process only,
+    where every process reads the same data and loads the same model."""
+    if os.environ.get("RANK", "0") == "0":
+        print(message, file=sys.stderr)
 
 
 @contextmanager

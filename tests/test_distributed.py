@@ -121,6 +121,7 @@ def test_two_processes_score_every_dev_example_once_as_one_process_does(make, ti
                       "--batch-size", "8", "--max-steps", "4", "--eval-every", "4", "--lr", "1e-3",
                       "--precision", "fp32", "--output-dir", str(run)], timeout=300)
     ok(results)
+    assert "a new head" in results[0].stderr and "a new head" not in results[1].stderr  # load notes said once
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["train"]["processes"] == 2
     for name in dev_files:

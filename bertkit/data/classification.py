@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sys
 from pathlib import Path
 
 import datasets
 
 from ..errors import BertkitError, DataError
+from ..utils import say
 from .readers import read_rows
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
@@ -74,7 +74,7 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
         kept = [(n, r) for n, r in rows if str(r.get(label_column, "")).strip() not in skip_labels]
         skipped, rows = len(rows) - len(kept), kept
         if skipped:
-            print(f"{path}: skipped {skipped} rows labelled {'/'.join(skip_labels)}", file=sys.stderr)
+            say(f"{path}: skipped {skipped} rows labelled {'/'.join(skip_labels)}")
     if max_samples is not None:
         rows = rows[:max_samples]
     if not rows:

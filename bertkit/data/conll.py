@@ -27,13 +27,13 @@ data["tokens"][0], data["tags"][0], data["scheme"]  # the first sentence's words
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 
 from ..errors import BertkitError, DataError
+from ..utils import say
 from .readers import iter_lines, read_jsonl
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 from .tags import TAG, _tag_error, label_names_for, sentence_tags, to_iob2
@@ -169,7 +169,7 @@ def _report(name, data: dict) -> None:
     scheme = (f"IOB1, converted to IOB2 ({data['converted']} entities began with I-)" if data["scheme"] == "IOB1"
               else "IOB2")
     words = sum(len(t) for t in data["tokens"])
-    print(f"{name}: {len(data['tokens'])} sentences, {words} tokens, tags {scheme}", file=sys.stderr)
+    say(f"{name}: {len(data['tokens'])} sentences, {words} tokens, tags {scheme}")
 
 
 def _check_label_names(names: list[str], source: str) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
+from ..utils import say
 
 csv.field_size_limit(2**31 - 1)
 QUOTINGS = ("auto", "none", "csv")
@@ -125,7 +126,7 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
                         f"{e.line}: {e.reason}); if the file is quoted otherwise, fix it, or choose with --quoting",
                         file=path, line=failure.line) from None
     why = "quoted texts span lines or hold the delimiter" if failure else "texts in quotes with doubled quotes"
-    print(f"{path}: read with CSV quoting ({why}); --quoting none turns it off", file=sys.stderr)
+    say(f"{path}: read with CSV quoting ({why}); --quoting none turns it off")
     return rows
 
 

@@ -27,7 +27,6 @@ classification_io.py, ...): a task's own module reads as what it trains.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from ..families import fit_tokenizer, max_positions
 from ..inference import forward_all
 from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
-from ..utils import atomic_path
+from ..utils import atomic_path, say
 from .io import TaskIO
 from .saved import saved_task
 
@@ -174,12 +173,12 @@ class Task(TaskIO):
         new = f" for {list(label_names)}" if label_names else ""
         if old is not None and old != list(label_names):
             cls._new_head(model)
-            print(f"{name}: its head for {old} is replaced by a new one{new}", file=sys.stderr)
+            say(f"{name}: its head for {old} is replaced by a new one{new}")
         elif not ours and architectures and set(head) - set(missing):  # another task's head, named as ours
             cls._new_head(model)
-            print(f"{name}: its {architectures[0]} head is replaced by a new one{new}", file=sys.stderr)
+            say(f"{name}: its {architectures[0]} head is replaced by a new one{new}")
         elif set(head) & set(missing + resized):
-            print(f"{name}: a new head{new} ({', '.join(head)}), randomly initialised", file=sys.stderr)
+            say(f"{name}: a new head{new} ({', '.join(head)}), randomly initialised")
         return model
 
     @classmethod

@@ -26,7 +26,6 @@ QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, quiet_maps, write_json
+from ..utils import as_list, quiet_maps, say, write_json
 from .base import Task, as_dataset
 from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
 from .question_answering_io import QuestionAnsweringIO
@@ -379,6 +378,6 @@ def training_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
     columns["answers"] = [consensus_first(a) for a in columns["answers"]]
     moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
                 for a, b in zip(columns["answers"], train["answers"], strict=True))
-    print(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than "
-          "their first", file=sys.stderr)
+    say(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than their "
+        "first")
     return datasets.Dataset.from_dict(columns, features=train.features)
