@@ -13,7 +13,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from bertkit import MultiLabelClassification, SequenceClassification, SequenceRegression
 from bertkit.cli import main
-from bertkit.tasks.classification import pool_windows, resolve_class_weights
+from bertkit.tasks.scores import pool_windows, resolve_class_weights
 
 from .conftest import FILLER, MULTI, POSITIVE, TINY, write_multi_label, write_sts
 

@@ -135,7 +135,8 @@ def test_hub_copy_is_used_without_local_data(monkeypatch, tmp_path):
 
 
 def test_train_answer_consensus_reorders_training_references_only(tmp_path, capsys):
-    from bertkit.tasks.question_answering import QuestionAnswering, consensus_first
+    from bertkit.tasks.qa_spans import consensus_first
+    from bertkit.tasks.question_answering import QuestionAnswering
 
     context = "Super Bowl 50 was played at Levi's Stadium in Santa Clara, California."
     refs = {"text": ["Santa Clara, California", "Santa Clara", "Santa Clara"], "answer_start": [46, 46, 46]}

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
-import numpy as np
 import torch
 from transformers import AutoModelForMultipleChoice
 
@@ -39,6 +38,7 @@ from ..typed import option
 from ..utils import as_list, quiet_maps
 from .base import Task
 from .requests import RequestError
+from .scores import softmax
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -56,11 +56,6 @@ class MultipleChoiceOptions:
     def validate(self, source: str) -> None:
         if len(self.ending_columns) < 2:
             raise BertkitError(f"{source}: 'ending_columns' must name at least two endings")
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
 
 
 def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, max_samples: int | None = None,

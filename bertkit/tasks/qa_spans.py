@@ -1,4 +1,4 @@
-"""Answer spans of extractive QA, as pure numpy functions over one window's tokens (no model, no tokenizer).
+"""Answer spans of extractive QA, as functions over windows' tokens and answers in numpy (no model, no tokenizer).
 
 A *window* is one model input `[CLS] question [SEP] context-piece [SEP]`; a long context gives several windows
 that overlap. Per window we know each token's character `offsets` into its text (`[tokens, 2]`, end exclusive)
@@ -16,6 +16,9 @@ and the inclusive token range `context_start..context_end` of the context piece.
 - SQuAD 2.0 (questions may have no answer; BERT §4.3): `null_logit`, the no-answer score of a question (the
   [CLS] "span"), `with_null`, the n best spans against it (null odds = null logit − best span logit), and
   `decide`, the answer: "no answer" when the null odds exceed a threshold, else the best span.
+- `window_rows`: the offsets and context range of each window of an encoded Dataset, read from Arrow in chunks;
+- `consensus_first`: which reference answer a training question with several trains on (`train_answer:
+  consensus`, the one the others agree with most).
 
 Example:
 ```python
@@ -30,7 +33,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import datasets
 import numpy as np
+
+from .scores import softmax
 
 
 class Window(NamedTuple):
@@ -106,11 +112,6 @@ def best_spans(start_logits: np.ndarray, end_logits: np.ndarray, context_start: 
                            max_answer_length)
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
-
-
 def trim_span(context: str, start: int, end: int) -> tuple[int, int]:
     """Character span [start, end) without white space at its ends: byte-level BPE ('Ġred') and sentencepiece
     ('▁red') tokenizers give a token the offsets of the space before it too."""
@@ -145,7 +146,7 @@ def rank_candidates(windows: list[tuple[Candidates, np.ndarray]], context: str, 
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:n_best]
     if not ranked:
         return []
-    probs = _softmax(np.array([logit for _, logit in ranked]))  # [answers]
+    probs = softmax(np.array([logit for _, logit in ranked]))  # [answers]
     return [{"text": context[a:b], "score": float(p), "logit": logit, "start": a, "end": b}
             for ((a, b), logit), p in zip(ranked, probs, strict=True)]
 
@@ -161,7 +162,7 @@ def with_null(answers: list[dict], null: float) -> tuple[list[dict], float, floa
     """SQuAD 2.0: (the answers re-scored with probabilities over the spans and the null answer together, the null
     answer's probability, the null odds). Null odds = null logit − the best span's logit (run_squad.py's
     `score_diff`; a question without any span counts its best span logit as 0, as run_qa.py's empty prediction)."""
-    probs = _softmax(np.array([a["logit"] for a in answers] + [null]))  # [answers + 1], the null last
+    probs = softmax(np.array([a["logit"] for a in answers] + [null]))  # [answers + 1], the null last
     odds = null - (answers[0]["logit"] if answers else 0.0)
     spans = [{**a, "score": float(p)} for a, p in zip(answers, probs[:-1], strict=True)]
     return spans, float(probs[-1]), float(odds)
@@ -174,3 +175,35 @@ def decide(answers: list[dict], null_odds: float, null_probability: float, thres
         return {"text": "", "score": null_probability, "start": 0, "end": 0, "no_answer": True}
     top = answers[0]
     return {"text": top["text"], "score": top["score"], "start": top["start"], "end": top["end"], "no_answer": False}
+
+
+def window_rows(features, chunk: int = 1024):
+    """(question, offsets [tokens, 2], context_start, context_end) of each window, in order, read `chunk` windows at
+    a time (from Arrow: one array of offsets per chunk, not Python lists)."""
+    names = ["example_index", "offsets", "context_start", "context_end"]
+    if not isinstance(features, datasets.Dataset):
+        yield from zip(*(features[n] for n in names), strict=True)
+        return
+    for part in features.select_columns(names).with_format("arrow").iter(batch_size=chunk):
+        offsets = part["offsets"].combine_chunks()  # list<list<int>>: [windows][tokens][2]
+        bounds = offsets.offsets.to_numpy()  # [windows + 1] token bounds of each window (from the slice's start)
+        flat = offsets.flatten().flatten().to_numpy().reshape(-1, 2)  # [tokens of the chunk, 2]
+        bounds = bounds - bounds[0]
+        q, start, end = (part[n].to_numpy() for n in ("example_index", "context_start", "context_end"))
+        for w in range(len(q)):
+            yield int(q[w]), flat[bounds[w]:bounds[w + 1]], int(start[w]), int(end[w])
+
+
+def consensus_first(answers: dict) -> dict:
+    """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
+    earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
+    sets (three crowd answers) often disagree on a span's edges ("Santa Clara" / "Santa Clara, California")."""
+    texts = answers["text"]
+    if len(texts) < 2:
+        return answers
+    from ..metrics.squad import f1_score  # (with evaluate: only where a run reads evaluation-style answers)
+
+    agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
+    best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
+    order = [best] + [i for i in range(len(texts)) if i != best]
+    return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}

@@ -27,7 +27,6 @@ QuestionAnswering.from_pretrained("runs/squad_v2").predict(["Who lost Super Bowl
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import datasets
 import numpy as np
@@ -38,9 +37,19 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, quiet_maps, say, write_json
+from ..utils import as_list, quiet_maps, say
 from .base import Task, as_dataset
-from .qa_spans import Candidates, candidates, decide, label_window, null_logit, rank_candidates, with_null
+from .qa_spans import (
+    Candidates,
+    candidates,
+    consensus_first,
+    decide,
+    label_window,
+    null_logit,
+    rank_candidates,
+    window_rows,
+    with_null,
+)
 from .question_answering_io import QuestionAnsweringIO
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -73,23 +82,6 @@ class QuestionAnsweringOptions:
                 raise BertkitError(f"{source}: '{name}' must be positive")
         if self.window_overlap < 0:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
-
-
-def window_rows(features, chunk: int = 1024):
-    """(question, offsets [tokens, 2], context_start, context_end) of each window, in order, read `chunk` windows at
-    a time (from Arrow: one array of offsets per chunk, not Python lists)."""
-    names = ["example_index", "offsets", "context_start", "context_end"]
-    if not isinstance(features, datasets.Dataset):
-        yield from zip(*(features[n] for n in names), strict=True)
-        return
-    for part in features.select_columns(names).with_format("arrow").iter(batch_size=chunk):
-        offsets = part["offsets"].combine_chunks()  # list<list<int>>: [windows][tokens][2]
-        bounds = offsets.offsets.to_numpy()  # [windows + 1] token bounds of each window (from the slice's start)
-        flat = offsets.flatten().flatten().to_numpy().reshape(-1, 2)  # [tokens of the chunk, 2]
-        bounds = bounds - bounds[0]
-        q, start, end = (part[n].to_numpy() for n in ("example_index", "context_start", "context_end"))
-        for w in range(len(q)):
-            yield int(q[w]), flat[bounds[w]:bounds[w + 1]], int(start[w]), int(end[w])
 
 
 class QuestionAnswering(QuestionAnsweringIO, Task):
@@ -313,22 +305,6 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
             self.model.config.bertkit_null_threshold = float(self.null_threshold)
         return super().save(directory, state_dict)
 
-    def write_predictions(self, directory, split, predictions, main=False):
-        """`predictions_<split>.jsonl` (without the n-best lists), plus for the official evaluation scripts
-        `predictions.json` ({id: answer}, "" for no answer), `nbest_predictions.json` ({id: [{text, score, logit,
-        start, end}]}) and for SQuAD 2.0 `null_odds.json` ({id: null odds}, the v2.0 script's `--na-prob-file`);
-        splits other than the main one get a `_<split>` suffix on these. SQuAD 2.0: the main split's chosen
-        threshold becomes the adapter's (and so the saved model's) unless it has one already."""
-        super().write_predictions(directory, split, [{k: v for k, v in p.items() if k != "nbest"}
-                                                     for p in predictions], main)
-        suffix = "" if main else f"_{split}"
-        write_json(Path(directory) / f"predictions{suffix}.json", {p["id"]: p["answer"] for p in predictions})
-        write_json(Path(directory) / f"nbest_predictions{suffix}.json", {p["id"]: p["nbest"] for p in predictions})
-        if self.allow_no_answer:
-            write_json(Path(directory) / f"null_odds{suffix}.json", {p["id"]: p["null_odds"] for p in predictions})
-            if main and self.null_threshold is None and predictions and "gold" in predictions[0]:
-                self.null_threshold = self.choose_threshold(predictions)
-
     @quiet_maps()
     def predict(self, questions: list[str], contexts: list[str], batch_size: int = 64, precision: str = "fp32",
                 with_nbest: bool = False) -> list[dict]:
@@ -353,22 +329,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
 
 
-# --- which reference a training question trains on ---------------------------------------------------------
-def consensus_first(answers: dict) -> dict:
-    """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
-    earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
-    sets (three crowd answers) often disagree on a span's edges ("Santa Clara" / "Santa Clara, California")."""
-    texts = answers["text"]
-    if len(texts) < 2:
-        return answers
-    from ..metrics.squad import f1_score  # (with evaluate: only where a run reads evaluation-style answers)
-
-    agreement = [sum(f1_score(t, o) for j, o in enumerate(texts) if j != i) for i, t in enumerate(texts)]
-    best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
-    order = [best] + [i for i in range(len(texts)) if i != best]
-    return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}
-
-
+# --- which reference a training question trains on (`qa_spans.consensus_first`) ------------------------------
 def training_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
     """The training questions with the reference each one trains on first: as the file has them ('first'), or
     the one the other references agree with most ('consensus')."""

@@ -1,6 +1,6 @@
 """Extractive QA outside training, the `QuestionAnsweringIO` half of `QuestionAnswering` (question_answering.py):
-what `bertkit predict` reads and writes, `serve`'s request body (`QARequest`) and the run report's figure of exact
-match and F1 by question word.
+what `bertkit predict` reads and writes, the predictions files a run writes for the official scorers, `serve`'s
+request body (`QARequest`) and the run report's figure of exact match and F1 by question word.
 
 `bertkit predict` reads JSONL rows {question, context, id?} (`Task.read_inputs`), or a SQuAD JSON file (`.json`:
 every question of its articles, with its id; answers are not read) and writes JSONL, one answer a line (after its
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BertkitError
+from ..utils import write_json
 from .requests import body_field, check_count, check_text, plain_rows
 
 
@@ -39,8 +40,8 @@ class QARequest:
 
 
 class QuestionAnsweringIO:
-    """`QuestionAnswering`'s hooks outside training (`Task`'s, base.py): `bertkit predict`'s rows and files,
-    `serve`'s request body, the report's figure."""
+    """`QuestionAnswering`'s hooks outside training (`Task`'s, base.py): `bertkit predict`'s rows and files, a
+    run's predictions files, `serve`'s request body, the report's figure."""
 
     def predict_rows(self, rows, batch_size=64, precision="fp32", **_):
         return self.predict([r["question"] for r in rows], [r["context"] for r in rows], batch_size, precision)
@@ -83,6 +84,22 @@ class QuestionAnsweringIO:
 
     def request_example(self):
         return QARequest([Question("warm up ?", "warm up")])
+
+    def write_predictions(self, directory, split, predictions, main=False):
+        """`predictions_<split>.jsonl` (without the n-best lists), plus for the official evaluation scripts
+        `predictions.json` ({id: answer}, "" for no answer), `nbest_predictions.json` ({id: [{text, score, logit,
+        start, end}]}) and for SQuAD 2.0 `null_odds.json` ({id: null odds}, the v2.0 script's `--na-prob-file`);
+        splits other than the main one get a `_<split>` suffix on these. SQuAD 2.0: the main split's chosen
+        threshold becomes the adapter's (and so the saved model's) unless it has one already."""
+        super().write_predictions(directory, split, [{k: v for k, v in p.items() if k != "nbest"}
+                                                     for p in predictions], main)
+        suffix = "" if main else f"_{split}"
+        write_json(Path(directory) / f"predictions{suffix}.json", {p["id"]: p["answer"] for p in predictions})
+        write_json(Path(directory) / f"nbest_predictions{suffix}.json", {p["id"]: p["nbest"] for p in predictions})
+        if self.allow_no_answer:
+            write_json(Path(directory) / f"null_odds{suffix}.json", {p["id"]: p["null_odds"] for p in predictions})
+            if main and self.null_threshold is None and predictions and "gold" in predictions[0]:
+                self.null_threshold = self.choose_threshold(predictions)
 
     @classmethod
     def report_plots(cls, run, split, predictions, metrics, label_names):

@@ -42,9 +42,9 @@ from ..metrics import NER_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps
 from .base import Task, as_dataset
-from .casing import add_casing_types, word_casing
+from .casing import add_casing_types
 from .token_classification_io import TokenClassificationIO
-from .windows import merge_windows, word_windows
+from .windows import context_words, encode_windows, merge_windows
 
 # Raw text → words: abbreviations (U.S.), numbers with . , : - / (1996-08-22, 3.5), words with inner hyphens or
 # apostrophes (Jean-Marie, O'Neill), else any single non-space character (punctuation). Close to CoNLL's tokens;
@@ -172,7 +172,7 @@ class TokenClassification(TokenClassificationIO, Task):
                         casing=self.casing, marker=word_marker_id(self.tokenizer, self.model.config))
         # (passed, not captured: `self` holds the model)
         identity = {"adapter": type(self).__name__, **{k: v for k, v in settings.items() if k != "tokenizer"}}
-        return cached_map(examples, _encode_batch, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
+        return cached_map(examples, encode_windows, self.tokenizer, identity, with_indices=True, fn_kwargs=settings,
                           desc="tokenize" if len(examples) > 10_000 else None)
 
     def collate(self, features: list[dict]) -> dict:
@@ -241,102 +241,6 @@ class TokenClassification(TokenClassificationIO, Task):
         tags = self.word_tags(outputs, features, [len(t) for t in tokens])
         return [sentence_prediction(w, t, text=s if sp is not None else None, spans=sp)
                 for s, sp, w, t in zip(sentences, spans, tokens, tags, strict=True)]
-
-
-def _word_pieces(enc, i: int, num_words: int, budget: int, unk_id: int) -> list[list[int]]:
-    """Piece ids of each word of sentence i; a word the tokenizer drops (e.g. a zero-width space) becomes [UNK],
-    and a word longer than a window keeps its first `budget` pieces."""
-    pieces = [[] for _ in range(num_words)]
-    for piece, word in zip(enc["input_ids"][i], enc.word_ids(i), strict=True):
-        pieces[word].append(piece)
-    return [p[:budget] or [unk_id] for p in pieces]
-
-
-def context_words(tokens: list[list[str]], docs: list, n: int) -> tuple[list[list[str]], list[list[str]]]:
-    """For each sentence, the last n words before it and the first n after it within its document (consecutive
-    sentences with equal `docs`): at least n word pieces each side, where the document has them."""
-    left, right = [], []
-    for i in range(len(tokens)):
-        before, j = [], i - 1
-        while j >= 0 and docs[j] == docs[i] and len(before) < n:
-            before, j = tokens[j] + before, j - 1
-        after, j = [], i + 1
-        while j < len(tokens) and docs[j] == docs[i] and len(after) < n:
-            after, j = after + tokens[j], j + 1
-        left.append(before[len(before) - n:] if len(before) > n else before)
-        right.append(after[:n])
-    return left, right
-
-
-def _split_room(room: int, left: int, right: int, context: int) -> tuple[int, int]:
-    """Context pieces (left, right) for a window with `room` free places: up to `context` a side, shared evenly,
-    a side with less to give leaving its share to the other."""
-    n_left = min(left, context, room // 2)
-    n_right = min(right, context, room - n_left)
-    return min(left, context, room - n_right), n_right
-
-
-def _tag_id(tag, label2id: dict) -> int:
-    if isinstance(tag, int):
-        return tag
-    if tag not in label2id:
-        raise BertkitError(f"tag {tag!r} is not one of the model's labels ({', '.join(label2id)})")
-    return label2id[tag]
-
-
-def _encode_batch(batch, indices, tokenizer, budget: int, overlap: int, label2id: dict, rest: list[int] | None,
-                  context: int = 0, casing: bool = False, marker: int | None = None):
-    """`TokenClassification.encode` on a batch of sentences: [CLS] [left context] pieces [right context] [SEP] per
-    window of whole words; the context pieces have no word and no label. Token type ids: 0, or with `casing`
-    each piece's word's casing (0 on [CLS] and [SEP]). `marker`: the id of the family's bare word-start piece
-    (sentencepiece '▁', byte-level 'Ġ'): where a word begins with it and has more pieces, it has no word and no
-    label either, and the word's next piece is its first."""
-    has_tags = "tags" in batch
-    segments = "token_type_ids" in tokenizer.model_input_names  # BERT: all 0 (one segment)
-    enc = tokenizer(batch["tokens"], is_split_into_words=True, add_special_tokens=False, verbose=False)
-    if context:
-        around, around_types = {}, {}
-        for side in ("left", "right"):
-            words = batch[f"context_{side}"]
-            side_enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
-            around[side] = side_enc["input_ids"]
-            around_types[side] = [[word_casing(words[i][w]) if casing else 0 for w in side_enc.word_ids(i)]
-                                  for i in range(len(words))]
-    out = {k: [] for k in ("input_ids", *(("token_type_ids",) if segments else ()), "attention_mask", "word_ids",
-                           "example_id", "length", *(("labels",) if has_tags else ()))}
-    for i, words in enumerate(batch["tokens"]):
-        pieces = _word_pieces(enc, i, len(words), budget, tokenizer.unk_token_id)
-        lead = [int(marker is not None and len(p) > 1 and p[0] == marker) for p in pieces]  # a bare '▁' first
-        tags = [_tag_id(t, label2id) for t in batch["tags"][i]] if has_tags else None
-        word_type = [word_casing(w) if casing else 0 for w in words]
-        for start, end in word_windows([len(p) for p in pieces], budget, overlap):
-            words_in = range(start, end)
-            ids = [p for w in words_in for p in pieces[w]]
-            types = [word_type[w] for w in words_in for _ in pieces[w]]
-            n_left = n_right = 0
-            if context:  # the sentence's own words outside the window come first, then the document's
-                left = around["left"][i] + [p for w in range(start) for p in pieces[w]]
-                left_types = around_types["left"][i] + [word_type[w] for w in range(start) for _ in pieces[w]]
-                right = [p for w in range(end, len(words)) for p in pieces[w]] + around["right"][i]
-                right_types = [word_type[w] for w in range(end, len(words)) for _ in pieces[w]] + around_types[
-                    "right"][i]
-                n_left, n_right = _split_room(budget - len(ids), len(left), len(right), context)
-                ids = left[len(left) - n_left:] + ids + right[:n_right]
-                types = left_types[len(left) - n_left:] + types + right_types[:n_right]
-            ids = [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
-            out["input_ids"].append(ids)
-            if segments:
-                out["token_type_ids"].append([0, *types, 0])
-            out["attention_mask"].append([1] * len(ids))
-            word_ids = [-1 if k < lead[w] else w for w in words_in for k in range(len(pieces[w]))]
-            out["word_ids"].append([-1] * (1 + n_left) + word_ids + [-1] * (1 + n_right))
-            out["example_id"].append(indices[i])
-            out["length"].append(len(ids))
-            if has_tags:  # the tag on a word's first piece; -100 (left out of the loss) or `rest` on the others
-                labels = [x for w in words_in for x in [-100] * lead[w] + [tags[w]] +
-                          [rest[tags[w]] if rest else -100] * (len(pieces[w]) - 1 - lead[w])]
-                out["labels"].append([-100] * (1 + n_left) + labels + [-100] * (1 + n_right))
-    return out
 
 
 def sentence_prediction(tokens: list[str], tags: list[str], gold: list[str] | None = None, text: str | None = None,
