@@ -31,6 +31,8 @@ def test_bom_and_crlf_just_work(tmp_path):
     ("sentence\tlabel\nok\t1\nfine\tneutral\n", 3, "label", "unknown label 'neutral' (expected one of: negative, "
      "positive; --label-names gives others, --label-names '' takes the training file's)"),
     ("sentence\tlabel\nok\t1\n  \t0\n", 3, "sentence", "empty text"),
+    ("sentence\tlabel\nok\t1\nfine\t \n", 3, "label", "no label (every row of a labelled file has one; `bertkit "
+     "predict` reads texts without)"),
     ("text\tlabel\nok\t1\n", 2, "sentence", "missing column (found: text, label; --text-column names the column to "
      "read)"),
 ])

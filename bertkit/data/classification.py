@@ -30,6 +30,9 @@ def _label_id(value, label_names: list[str], path, line, column):
         return label_names.index(text)
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names):
         return int(text)
+    if not text:  # a test split's row, or a gap: was "unknown label ''"
+        raise DataError("no label (every row of a labelled file has one; `bertkit predict` reads texts without)",
+                        file=path, line=line, field=column)
     raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}; --label-names gives "
                     "others, --label-names '' takes the training file's)", file=path, line=line, field=column)
 
