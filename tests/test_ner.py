@@ -343,12 +343,13 @@ def test_predict_conll_file_round_trips_to_the_run_predictions(ner_run, conll_di
     assert main(["predict", "--model", str(ner_run), "--input", str(conll_dir / "valid.txt"), "--output-format",
                  "conll", "--output", str(out), "--precision", "fp32"]) == 0  # a CoNLL file: found by -DOCSTART-
     assert out.read_text() == (ner_run / "predictions_valid.conll").read_text()
-    assert main(["predict", "--model", str(ner_run), "--input", str(conll_dir / "valid.txt"), "--format", "conll",
-                 "--output", str(tmp_path / "valid.jsonl"), "--precision", "fp32"]) == 0
-    rows = [json.loads(line) for line in (tmp_path / "valid.jsonl").read_text().splitlines()]
     expected = [json.loads(line) for line in (ner_run / "predictions_valid.jsonl").read_text().splitlines()]
-    assert [(r["tokens"], r["tags"], r["gold"], r["entities"]) for r in rows] == [
-        (r["tokens"], r["tags"], r["gold"], r["entities"]) for r in expected]
+    for flag in ("--input-format", "--format"):  # extract's name for it, and the older one
+        assert main(["predict", "--model", str(ner_run), "--input", str(conll_dir / "valid.txt"), flag, "conll",
+                     "--output", str(tmp_path / "valid.jsonl"), "--precision", "fp32"]) == 0
+        rows = [json.loads(line) for line in (tmp_path / "valid.jsonl").read_text().splitlines()]
+        assert [(r["tokens"], r["tags"], r["gold"], r["entities"]) for r in rows] == [
+            (r["tokens"], r["tags"], r["gold"], r["entities"]) for r in expected]
 
 
 def test_predict_answers_slices_of_whole_documents(ner_run, conll_dir, tmp_path, monkeypatch, capsys):

@@ -23,7 +23,7 @@ EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
   bertkit predict --model runs/sst2 --input dev.tsv --output dev_predictions.jsonl --probs
   echo "EU rejects German call" | bertkit predict --model runs/conll2003 --input -   # NER: tags, entities
-  bertkit predict --model runs/conll2003 --input test.txt --format conll --output-format conll  # token gold pred
+  bertkit predict --model runs/conll2003 --input test.txt --input-format conll --output-format conll  # token gold pred
   echo '{"question": "Who won?", "context": "The Broncos won."}' | bertkit predict --model runs/squad --input -
   bertkit predict --model runs/squad --input dev-v1.1.json --output-format squad --output predictions.json
   echo '{"context": "A man sits at a piano.", "endings": ["He plays.", "He eats it."]}' \\

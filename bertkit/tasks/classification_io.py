@@ -42,9 +42,10 @@ class ClassificationIO:
 
     @classmethod
     def add_predict_flags(cls, group) -> None:
-        group.add_argument("--format", default="auto", choices=["auto", "text", "table"],
+        group.add_argument("--input-format", "--format", dest="format", default="auto",
+                           choices=["auto", "text", "table"],
                            help="text = one text per line (a pair model: text, tab, second text); table = "
-                                "TSV/CSV/JSONL/parquet (auto: by file extension)")
+                                "TSV/CSV/JSONL/parquet (auto: by file extension; --format: the same)")
         group.add_argument("--text-column", help="column with the text (default: the one the run trained on, where "
                                                    "the table has it, else text, sentence, sentence1, ...)")
         group.add_argument("--text-pair-column", help="column with the second text of a pair (default: as "

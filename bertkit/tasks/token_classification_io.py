@@ -3,12 +3,13 @@
 run report's per-type F1 figure.
 
 `bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
-character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--format conll`;
-auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`): the first column is the
-word and, when there are two or more columns, the last one is the gold tag; or JSONL (`--format jsonl`, auto for
-`.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout, its "ner_tags" by name the gold tags) or
-{"text": raw text}, with an "id" that the answer echoes. A model trained with document context reads a CoNLL
-file's sentences with their `-DOCSTART-` documents around them; other inputs are read sentence by sentence.
+character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file
+(`--input-format conll`; auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`):
+the first column is the word and, when there are two or more columns, the last one is the gold tag; or JSONL
+(`--input-format jsonl`, auto for `.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout, its
+"ner_tags" by name the gold tags) or {"text": raw text}, with an "id" that the answer echoes. A model trained with
+document context reads a CoNLL file's sentences with their `-DOCSTART-` documents around them; other inputs are
+read sentence by sentence.
 Output: JSONL, one object per sentence {[id,] [text,] tokens, tags, [gold,] entities}; or, with `--output-format
 conll`, a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold
 tags.
@@ -17,7 +18,7 @@ Example:
 ```
 echo "Peter Blackburn flew to Brussels ." | bertkit predict --model runs/conll2003 --input - --pretokenized
 {"tokens": ["Peter", "Blackburn", ...], "tags": ["B-PER", "I-PER", ...], "entities": [{"type": "PER", ...}]}
-bertkit predict --model runs/conll2003 --input test.txt --format conll --output-format conll --output test.conll
+bertkit predict --model runs/conll2003 --input test.txt --input-format conll --output-format conll --output test.conll
 ```
 """
 
@@ -58,9 +59,11 @@ class TokenClassificationIO:
 
     @classmethod
     def add_predict_flags(cls, group) -> None:
-        group.add_argument("--format", default="auto", choices=["auto", "text", "conll", "jsonl"],
+        group.add_argument("--input-format", "--format", dest="format", default="auto",
+                           choices=["auto", "text", "conll", "jsonl"],
                            help="text = one sentence per line; conll = one word per line; jsonl = {tokens} or {text} "
-                                "a line (auto: by file extension; a file that begins with -DOCSTART- is conll)")
+                                "a line (auto: by file extension; a file that begins with -DOCSTART- is conll; "
+                                "--format: the same)")
         group.add_argument("--pretokenized", action="store_true",
                            help="each input line is words separated by white space (no splitting)")
         group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
