@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from .errors import BertkitError
@@ -69,12 +70,13 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     """Run the search, or go on with the one in the output folder; the summary on the main process, None on the
     others. `overrides`: flat config keys, as `bertkit finetune`'s flags."""
     try:
-        import optuna
+        import optuna  # noqa: F401  (here to fail before the data loads; run_study uses it)
     except ImportError:
         raise BertkitError("bertkit search needs optuna: pip install 'bertkit[search]'") from None
     from .config_files import load_recipe
     from .tasks import get_task
     from .training import launch
+    from .training.folder import RunFolder
     from .training.runs import load_checked
 
     if not 0 <= confirm_seeds <= len(SEEDS):
@@ -91,9 +93,20 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     task_class = get_task(base.task).resolve(base.task_options)
     changes, data = load_checked(task_class, base, say)
     base = base.replace("the training data", **changes)
-    study = None
+    # one search a folder: a second would take this one's running trial for a killed one and run it again beside it
+    with RunFolder(out, resume=True) if main else nullcontext(out):
+        return run_study(recipe, base, out, space, task_class, data, trials, timeout, confirm_seeds, state, say)
+
+
+def run_study(recipe, base, out: Path, space: dict, task_class, data, trials: int, timeout: float | None,
+              confirm_seeds: int, state, say) -> dict | None:
+    """The trials (the main process asks the study, every process runs them), the confirmation, the report."""
+    import optuna
+
+    from .training import launch
+
+    main, study = state.is_main_process, None
     if main:
-        out.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         lower = base.main_metric in task_class.lower_is_better
         study = optuna.create_study(study_name=base.name, storage=f"sqlite:///{out / STUDY}", load_if_exists=True,

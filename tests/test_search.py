@@ -35,6 +35,26 @@ def finished_trials(out) -> list:
     return study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
 
 
+def test_a_second_search_into_a_folder_in_use_stops_with_one_line(tiny_bert, sst2_dir, tmp_path):
+    """It took the first one's running trial for a killed one and ran it again, in the same folder, beside it."""
+    out = tmp_path / "search"
+    first = bertkit(search_args(tiny_bert, sst2_dir, out, "--max-steps", "100000"))
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "trial-000" / "config.yaml").is_file():  # the first trial is under way
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
+            time.sleep(0.05)
+        second = bertkit(search_args(tiny_bert, sst2_dir, out))
+        _, stderr = second.communicate(timeout=300)
+        assert second.returncode == 2 and stderr == (f"bertkit search: error: output folder {out} is in use by "
+                                                     "another run; wait for it to end, or give a new --output-dir\n")
+        assert first.poll() is None and [t.state.name for t in optuna.load_study(
+            study_name="sst2", storage=f"sqlite:///{out / 'study.db'}").trials] == ["RUNNING"]
+    finally:
+        first.kill()
+        first.wait()
+
+
 def test_a_search_killed_mid_trial_goes_on_without_repeating_a_finished_trial(tiny_bert, sst2_dir, tmp_path):
     out = tmp_path / "search"
     proc = bertkit(search_args(tiny_bert, sst2_dir, out))
