@@ -75,6 +75,9 @@ def _subparser(argv: list[str], name: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     import shlex
+    import time
+
+    started = time.perf_counter()  # before the parser imports the tasks (torch, transformers): a command's wall time
 
     from .utils import COMMAND
 
@@ -87,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     COMMAND[0] = shlex.join(["bertkit", *argv])
     parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
+    args.started = started
     try:
         if getattr(args, "task_error", None):  # the command could not tell its task (a bad recipe or model)
             raise BertkitError(args.task_error)
@@ -126,5 +130,19 @@ def main(argv: list[str] | None = None) -> int:
             leave()
 
 
+
+def run() -> int:
+    """The `bertkit` command (`python -m bertkit`, the console script): `main`, then every object the process made
+    frozen (`gc.freeze`) for its exit, where Python's last collections would otherwise walk all of them, torch's,
+    transformers' and datasets' modules included: seconds of a 2-core machine after the command's work is done
+    (docs/speed.md). Not for `main` called in a process that goes on (tests, notebooks)."""
+    try:
+        return main()
+    finally:
+        import gc
+
+        gc.freeze()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -319,3 +319,39 @@ def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_pat
     (tmp_path / "header.tsv").write_text("sentence\n")
     assert main(["predict", "--model", "acme/tiny-sst2", "--input", "header.tsv"]) == 2
     assert "header.tsv: no rows (a header only)" in capsys.readouterr().err
+
+
+def test_finetunes_wall_time_counts_from_the_commands_start(monkeypatch, tiny_bert, sst2_dir, tmp_path):
+    """The line 'wall time N s' counted from after the parser had imported torch and transformers (5-6 s of a
+    2-core machine's command); it counts from the command's start."""
+    import time
+
+    import bertkit.cli
+    import bertkit.training.runs
+
+    calls = {}
+    build = bertkit.cli.build_parser
+    monkeypatch.setattr(bertkit.cli, "build_parser", lambda argv: calls.setdefault("parser", time.perf_counter())
+                        and build(argv))
+    monkeypatch.setattr(bertkit.training.runs, "finetune", lambda cfg, **kw: calls.setdefault("started",
+                                                                                                kw["started"]))
+    before = time.perf_counter()
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir),
+                 "--output-dir", str(tmp_path / "r")]) == 0
+    assert before <= calls["started"] <= calls["parser"]
+
+
+def test_the_command_freezes_its_objects_for_the_exit(monkeypatch):
+    """`bertkit` (`cli.run`) freezes the process's objects once the command is done, so that Python's collections at
+    exit do not walk them; `main`, which tests and notebooks call, does not."""
+    import gc
+
+    import bertkit.cli
+
+    monkeypatch.setattr(bertkit.cli, "main", lambda: 0)
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        assert bertkit.cli.run() == 0 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

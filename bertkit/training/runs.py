@@ -23,9 +23,11 @@ def default_output_dir(cfg) -> str:
     return f"runs/{cfg.name}-{model}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pickle: bool = False) -> dict | None:
+def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pickle: bool = False,
+             started: float | None = None) -> dict | None:
     """Validate the data, then train once, or once per seed of `seeds` with a summary; return the metrics (a seed
-    summary with `seeds`) on the main process, None on the others."""
+    summary with `seeds`) on the main process, None on the others. `started`: the `time.perf_counter()` the wall
+    time counts from (the CLI's: the command's start, its imports included; by default this call's)."""
     from ..device import check_precision
     from ..memory import MemoryLog
     from ..tasks import get_task
@@ -33,7 +35,7 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
 
     if seeds and len(set(seeds)) < len(seeds):
         raise BertkitError(f"--seeds {','.join(map(str, seeds))}: each seed once (a seed's run folder is seed-N)")
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if started is None else started
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
     check_precision(cfg.compute.precision, processes.device)  # a precision this device lacks: refused before loading
     memory = MemoryLog(processes.device)
