@@ -9,12 +9,13 @@ the task from it cheaply (the recipe's YAML, the run folder's config), and adds 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
 from . import __version__
 from .commands import evaluate, export, extract, finetune, predict, probe, recipes, search, serve
-from .errors import EXIT_USER_ERROR, BertkitError, Stopped
+from .errors import EXIT_USER_ERROR, BertkitError, Stopped, Terminated
 
 COMMANDS = [finetune, search, evaluate, predict, extract, probe, serve, export, recipes]
 
@@ -73,6 +74,29 @@ def _subparser(argv: list[str], name: str) -> argparse.ArgumentParser:
     return subparsers.choices[name]
 
 
+@contextlib.contextmanager
+def sigterm_unwinds(command: str):
+    """Within the block SIGTERM raises `Terminated`, for the commands that write outputs and train nothing (training
+    stops at a checkpoint on its own; serve's server drains); an ignored SIGTERM stays so, and the handler before is
+    put back after."""
+    import signal
+    import threading
+
+    if command not in ("predict", "evaluate", "extract", "export") or signal.getsignal(signal.SIGTERM) is not \
+            signal.SIG_DFL or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     import shlex
     import time
@@ -100,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             from .commands.common import plain_library_logs
 
             plain_library_logs()
-        code = args.func(args)
+        with sigterm_unwinds(args.command):
+            code = args.func(args)
         sys.stdout.flush()  # here, not at exit: a reader that left (`| head`) is met by the handler below
         return code
     except BrokenPipeError:  # stdout's reader stopped reading: what it took was all it wanted, no traceback
@@ -123,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
     finally:
         if "torch.distributed" in sys.modules and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a launched process
             from .training.launch import leave

@@ -36,3 +36,10 @@ class Stopped(Exception):
     def __init__(self, message: str, signum: int):
         super().__init__(message)
         self.signum = signum
+
+
+class Terminated(BaseException):
+    """SIGTERM during a command that writes outputs (predict, evaluate, extract, export), raised where the main thread
+    stands so that its temporaries are removed, as on Ctrl-C (the signal's default ends the process where it stands
+    and leaves them); the CLI exits with 143, as a process ended by SIGTERM reports. A BaseException, as
+    KeyboardInterrupt is: no `except Exception` on its way takes it for an error."""

@@ -355,3 +355,27 @@ def test_the_command_freezes_its_objects_for_the_exit(monkeypatch):
         assert bertkit.cli.run() == 0 and gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("command", ["predict", "extract"])
+def test_sigterm_while_writing_leaves_nothing_and_exits_143(command, run_dir, tmp_path):
+    """SIGTERM's default ended the process where it stood, leaving the output's temporary beside it
+    (`.out.jsonl.*.tmp`); it now unwinds as Ctrl-C does."""
+    import signal
+    import time
+
+    inp = tmp_path / "in.txt"
+    inp.write_text("".join(f"sentence {i} of a film that was fine\n" for i in range(60_000)))
+    out = tmp_path / "out" / ("out.jsonl" if command == "predict" else "feats")
+    args = ["--model", str(run_dir), "--input", str(inp), "--output", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "bertkit", command, *args, *(
+        ["--layers", "last"] if command == "extract" else [])], stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env=bertkit_env())
+    deadline = time.monotonic() + 300
+    while not list(out.parent.glob(f".{out.name}*")):  # writing: its temporary is there
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert (proc.returncode, stderr.splitlines()[-1]) == (143, "terminated"), stderr[-3000:]
+    assert list(out.parent.iterdir()) == []
