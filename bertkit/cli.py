@@ -22,14 +22,24 @@ COMMANDS = [finetune, search, evaluate, predict, extract, probe, serve, export, 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of `bertkit`; `argv` (the command line) lets the chosen command add its task's flags."""
-    parser = argparse.ArgumentParser(prog="bertkit", description="The BERT paper's recipes, one command each.")
+    parser = OneLineParser(prog="bertkit", description="The BERT paper's recipes, one command each.")
     parser.add_argument("--version", action="version", version=f"bertkit {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
     command = next((a for a in argv or [] if not a.startswith("-")), None)
     for module in COMMANDS:
         name = module.__name__.rsplit(".", 1)[-1]
         module.register(sub, argv[argv.index(command) + 1:] if argv and name == command else None)
     return parser
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's own errors (a value that is not a number, a flag without its value) in one line, as bertkit's are:
+    its default printed the command's whole usage first, 41 lines for `finetune`, burying the line."""
+
+    def error(self, message: str):
+        what = "the commands" if self.prog == "bertkit" else "its flags"
+        print(f"{self.prog}: error: {message} (`{self.prog} --help` lists {what})", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def unknown_flags(args, extra: list[str]) -> None:

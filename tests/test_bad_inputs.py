@@ -202,12 +202,19 @@ def test_a_training_file_alone_names_where_the_recipes_evaluation_file_was_looke
     (EXTRACT + [str(GOOD / "sentences.txt"), "--max-length", "-3"], "argument --max-length: must be positive, not -3"),
     (["search", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--trials", "0"], "--trials: must be positive"),
     (["probe", "--model", "{tiny}", "--lr", "nan"], "argument --lr: must be positive, not nan"),
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--batch-size", "abc"],  # argparse's own:
+     "bertkit finetune: error: argument --batch-size: invalid int value: 'abc' (`bertkit finetune --help` lists its "
+     "flags)"),  # was the command's whole usage (41 lines), then this
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--lr", "-1e-5"],
+     "argument --lr: expected one argument"),
+    ([], "bertkit: error: the following arguments are required: COMMAND (`bertkit --help` lists the commands)"),
 ])
 def test_a_count_or_size_below_1_is_argparses_one_line(args, expected, tiny_bert, clf, tmp_path, capsys):
     out = tmp_path / "out"  # these were tracebacks from deep inside (range() with a step of 0, an empty study)
     with pytest.raises(SystemExit) as stop:
         main([a.format(tiny=tiny_bert, clf=clf, out=out) for a in args])
-    assert stop.value.code == 2 and expected in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and expected in err and err.count("\n") == 1 and not out.exists()
 
 
 DEV = {"dev": {"text": ["a film"], "label": [0]}}
