@@ -168,7 +168,6 @@ def main(argv: list[str] | None = None) -> int:
             leave()
 
 
-
 def run() -> int:
     """The `bertkit` command (`python -m bertkit`, the console script): `main`, then every object the process made
     frozen (`gc.freeze`) for its exit, where Python's last collections would otherwise walk all of them, torch's,

@@ -9,12 +9,12 @@ mean ± std summary.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 from ..errors import BertkitError
+from ..utils import say
 from .folder import RunFolder, not_empty
 
 
@@ -46,7 +46,7 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
         raise BertkitError(not_empty(out))
     task = get_task(cfg.task).resolve(cfg.task_options)
     with memory.phase("load"):  # everything the user gave is read and checked before the run folder is created
-        changes, data = load_checked(task, cfg, log)
+        changes, data = load_checked(task, cfg, say)  # notes from the main process only
     folder = RunFolder(out, resume, renamable=not cfg.output_dir) if launch.is_main_process() else nullcontext(out)
     with launch.main_enters(processes, folder) as out:  # made and locked by the main process; the others wait
         cfg = cfg.replace("the run", output_dir=str(out), **changes)  # the run's config, built once, frozen
@@ -58,14 +58,6 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
                 return result
             return None
         return train_seeds(task, cfg, data, seeds, resume, allow_pickle, memory, t0)
-
-
-def log(message: str) -> None:
-    """A run's notes to the user, on stderr, from the main process only."""
-    from . import launch
-
-    if launch.is_main_process():
-        print(message, file=sys.stderr)
 
 
 def train_seeds(task, cfg, data, seeds, resume, allow_pickle, memory, t0) -> dict | None:
