@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shutil
 import sys
-import tempfile
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -29,21 +29,30 @@ def atomic_path(final: str | os.PathLike, is_dir: bool = False):
     final = Path(final)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     except OSError as e:  # named by the path asked for, not by its temporary's
         raise OSError(e.errno, e.strerror, str(final)) from None
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a checkpoint folder should not be
+    tmp = final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
+    while tmp.exists():  # never another's: the `finally` below removes whatever is at `tmp`
+        tmp = final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
     target = tmp if is_dir else tmp / final.name
-    try:
+    try:  # made inside the `try`: an interruption (Ctrl-C, SIGTERM) between making it and using it removes it too
+        try:
+            tmp.mkdir()  # the umask's permissions, as the folder it replaces would have
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(final)) from None
         yield target
         if is_dir and final.exists():
             old = final.with_name(f".{final.name}.old")
             shutil.rmtree(old, ignore_errors=True)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(final, old)
+                os.replace(tmp, final)
+            except BaseException:  # interrupted between the two: what was there is put back
+                if not final.exists() and old.exists():
+                    os.replace(old, final)
+                raise
+            finally:
+                shutil.rmtree(old, ignore_errors=True)
         elif is_dir:
             os.replace(tmp, final)
         else:

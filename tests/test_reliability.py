@@ -204,3 +204,38 @@ def test_ctrl_c_twice_stops_at_once_and_a_signal_ignored_at_start_stays_ignored(
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("where", ["making the temporary", "writing", "renaming"])
+@pytest.mark.parametrize("is_dir", [False, True])
+def test_an_interruption_anywhere_in_an_atomic_write_leaves_only_what_was_there(where, is_dir, tmp_path, monkeypatch):
+    """The temporary is named before it is made and made inside the `try` that removes it (`mkdtemp` made it
+    before: a SIGTERM there left it behind)."""
+    from pathlib import Path
+
+    from bertkit.utils import atomic_path
+
+    final = tmp_path / "out"
+    before = final / "w" if is_dir else final
+    final.mkdir() if is_dir else None
+    before.write_text("before")
+    mkdir, replace = Path.mkdir, os.replace
+
+    def interrupted(real):
+        def call(*args, **kwargs):
+            real(*args, **kwargs)  # done, then the signal: the window the old code left open
+            raise KeyboardInterrupt
+        return call
+
+    if where == "making the temporary":
+        monkeypatch.setattr(Path, "mkdir", interrupted(mkdir))
+    elif where == "renaming":  # a file's one rename, or the first of a folder's two (the old one set aside)
+        monkeypatch.setattr(os, "replace", interrupted(replace))
+    with pytest.raises(KeyboardInterrupt), atomic_path(final, is_dir=is_dir) as tmp:
+        monkeypatch.setattr(Path, "mkdir", mkdir)
+        (tmp / "w" if is_dir else tmp).write_text("new")
+        if where == "writing":
+            raise KeyboardInterrupt
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert before.read_text() == ("new" if where == "renaming" and not is_dir else "before")

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     t0, n = time.perf_counter(), 0
     bar = tqdm(desc="extract", unit="sent", disable=None)
     try:
+        writer.begin()  # the output's temporary is made inside the `try` that removes it
         stream = itertools.chain([first], sentences)
         while chunk := list(itertools.islice(stream, CHUNK)):
             try:

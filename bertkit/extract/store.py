@@ -29,18 +29,26 @@ class ShardWriter:
         if self.final.exists() and any(self.final.iterdir()):
             raise BertkitError(f"output folder {self.final} is not empty")
         self.tmp = self.final.with_name(f".{self.final.name}.tmp")
+        self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
+        self.sentence_level = sentence_level
+        self.pending: list[np.ndarray] = []
+        self.pending_rows, self.shard, self.rows, self.sentences = 0, 0, 0, 0
+        self.index = None
+
+    def begin(self) -> None:
+        """Make the temporary folder the shards go to (beside the output, renamed onto it by `close`). Called inside
+        the `try` whose handler calls `abort`, so that an interruption at any point removes it; `add` calls it
+        when it has not been."""
         shutil.rmtree(self.tmp, ignore_errors=True)
         try:
             self.tmp.mkdir(parents=True)
         except OSError as e:  # the temporary folder beside it is made first: the output is what the user named
             raise BertkitError(f"cannot make the output folder {self.final}: {e.strerror or e}") from None
-        self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
-        self.sentence_level = sentence_level
-        self.pending: list[np.ndarray] = []
-        self.pending_rows, self.shard, self.rows, self.sentences = 0, 0, 0, 0
         self.index = open(self.tmp / "index.jsonl", "w")
 
     def add(self, sentence_id, words: list[str], features: np.ndarray) -> None:
+        if self.index is None:
+            self.begin()
         rows = features[None] if self.sentence_level else features  # [rows, (layers,) dim]
         start = self.pending_rows
         self.pending.append(rows.astype(self.dtype))
@@ -67,6 +75,8 @@ class ShardWriter:
 
     def close(self, meta: dict) -> Path:
         """Write the last shard and meta.json, then rename the folder into place."""
+        if self.index is None:
+            self.begin()
         self._flush()
         self.index.close()
         (self.tmp / "meta.json").write_text(json.dumps({**meta, "dtype": str(self.dtype), "format": self.fmt,
@@ -78,7 +88,9 @@ class ShardWriter:
         return self.final
 
     def abort(self) -> None:
-        self.index.close()
+        """Remove the temporary folder, whatever was made of it."""
+        if self.index is not None:
+            self.index.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
