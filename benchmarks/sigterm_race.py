@@ -5,7 +5,7 @@
     python benchmarks/sigterm_race.py --command extract --model minilm-l6 --code /tmp/old   # another checkout
 
 Each run starts `bertkit COMMAND` on 60,000 short sentences, polls the output's folder without sleeping until the
-temporary appears (`.feats.tmp`, `.out.jsonl.*.tmp`), waits 0 to 2 ms more and sends SIGTERM. A run is good when
+temporary appears (`.feats.*.tmp`, `.out.jsonl.*.tmp`), waits 0 to 2 ms more and sends SIGTERM. A run is good when
 the exit code is 143 and the folder is empty. Prints each run and the count of bad ones (`tests/test_cli.py` sends
 it once a run, polling every 20 ms; this is that test many times over, at the worst moment).
 """

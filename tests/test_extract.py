@@ -226,8 +226,27 @@ def test_the_writer_makes_its_temporary_only_when_it_begins_and_abort_removes_it
     assert list(tmp_path.iterdir()) == []
     writer.begin()
     writer.add("s0", ["a", "film"], np.ones(4, dtype=np.float32))
-    assert [p.name for p in tmp_path.iterdir()] == [".feats.tmp"]
+    (made,) = tmp_path.iterdir()
+    assert made.name.startswith(".feats.") and made.name.endswith(".tmp"), made
     writer.abort()
     assert list(tmp_path.iterdir()) == []
     ShardWriter(out, sentence_level=True).abort()  # nothing begun: nothing to remove, no error
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_writers_of_one_output_keep_their_shards_apart_and_the_second_to_finish_is_refused(tmp_path):
+    """Both used `.feats.tmp`: the second to begin removed the first's shards and index and the first wrote on into
+    the second's folder, so the first to finish published a mixture of both runs' files; the other failed on its
+    vanished temporary."""
+    from bertkit.extract import ShardWriter
+
+    out = tmp_path / "feats"
+    first, second = ShardWriter(out, sentence_level=True), ShardWriter(out, sentence_level=True)
+    first.add("a", ["a"], np.zeros(4, dtype=np.float32))
+    second.add("b", ["b"], np.ones(4, dtype=np.float32))
+    first.close({})
+    with pytest.raises(BertkitError, match="not empty: another run wrote it while this one ran"):
+        second.close({})
+    reader = FeatureReader(out)
+    assert len(reader) == 1 and reader[0][0] == ["a"] and not reader[0][1].any()
+    assert [p.name for p in tmp_path.iterdir()] == ["feats"]

@@ -10,6 +10,7 @@ Sentence-level pooling gives one row per sentence; word pooling one row per word
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 from pathlib import Path
 
@@ -28,7 +29,8 @@ class ShardWriter:
         self.final = Path(directory)
         if self.final.exists() and any(self.final.iterdir()):
             raise BertkitError(f"output folder {self.final} is not empty")
-        self.tmp = self.final.with_name(f".{self.final.name}.tmp")
+        # a name of its own: two runs writing one output must not share (the second removed the first's shards)
+        self.tmp = self.final.with_name(f".{self.final.name}.{secrets.token_hex(6)}.tmp")
         self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
         self.sentence_level = sentence_level
         self.pending: list[np.ndarray] = []
@@ -39,7 +41,6 @@ class ShardWriter:
         """Make the temporary folder the shards go to (beside the output, renamed onto it by `close`). Called inside
         the `try` whose handler calls `abort`, so that an interruption at any point removes it; `add` calls it
         when it has not been."""
-        shutil.rmtree(self.tmp, ignore_errors=True)
         try:
             self.tmp.mkdir(parents=True)
         except OSError as e:  # the temporary folder beside it is made first: the output is what the user named
@@ -82,9 +83,14 @@ class ShardWriter:
         (self.tmp / "meta.json").write_text(json.dumps({**meta, "dtype": str(self.dtype), "format": self.fmt,
                                                         "sentence_level": self.sentence_level,
                                                         "sentences": self.sentences, "rows": self.rows}, indent=2))
-        if self.final.exists():
-            self.final.rmdir()  # empty (checked in __init__)
-        self.tmp.rename(self.final)
+        try:
+            if self.final.exists():
+                self.final.rmdir()  # empty when this run began (checked in __init__); not when another wrote it since
+            self.tmp.rename(self.final)
+        except OSError:
+            self.abort()
+            raise BertkitError(f"output folder {self.final} is not empty: another run wrote it while this one "
+                               "ran") from None
         return self.final
 
     def abort(self) -> None:
