@@ -21,6 +21,7 @@ from ..utils import say
 from .readers import read_rows
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
 
+# the `problem_type`s of Hugging Face's sequence-classification heads
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
 

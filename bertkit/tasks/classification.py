@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from ..batching import Columns
-from ..data.classification import carved_name, load_classification_data, load_split
+from ..data.classification import MULTI, REGRESSION, SINGLE, carved_name, load_classification_data, load_split
 from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
@@ -44,7 +44,6 @@ from .regression import RegressionHead
 from .scores import pool_windows, resolve_class_weights, softmax
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.classification import MULTI
 from ..metrics import MULTI_LABEL_BUILTIN
 from .base import as_dataset
 
@@ -31,7 +32,7 @@ def sigmoid(logits: np.ndarray) -> np.ndarray:
 class MultiLabelHead:
     """What differs from single-label classification (mixed into `classification.MultiLabelClassification`)."""
 
-    problem_type = "multi_label_classification"
+    problem_type = MULTI
     metric_builtins = MULTI_LABEL_BUILTIN
     default_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datasets
 import numpy as np
 
+from ..data.classification import REGRESSION
 from ..errors import BertkitError
 from ..metrics import REGRESSION_BUILTIN
 from .base import as_dataset
@@ -24,7 +25,7 @@ from .base import as_dataset
 class RegressionHead:
     """What differs from single-label classification (mixed into `classification.SequenceRegression`)."""
 
-    problem_type = "regression"
+    problem_type = REGRESSION
     metric_builtins = REGRESSION_BUILTIN
     default_metrics = ("pearson", "spearman", "mse")
     lower_is_better = frozenset({"mse"})

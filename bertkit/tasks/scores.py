@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.classification import MULTI
 from ..errors import BertkitError
 
 
@@ -44,7 +45,7 @@ def resolve_class_weights(spec, labels, label_names: list[str], problem_type: st
             raise BertkitError(f"class_weights has {len(spec)} values but there are {len(label_names)} labels "
                                f"({', '.join(label_names)})")
         return [float(w) for w in spec]
-    if problem_type == "multi_label_classification":
+    if problem_type == MULTI:
         counts = np.zeros(len(label_names))  # [labels] examples with the label
         for ids in labels:
             counts[list(ids)] += 1
