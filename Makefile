@@ -8,7 +8,7 @@ export BERTKIT_DATA_DIR
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Quickstart: packaged MiniLM, one epoch of SST-2 (local files offline, else the hub's GLUE copy), dev accuracy.
 
-.PHONY: setup test test-min quickstart bench bench-deploy lint clean
+.PHONY: setup test test-slow test-all test-min quickstart bench bench-deploy lint clean
 
 setup: $(VENV)/.installed
 
@@ -23,7 +23,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 TEST_WORKERS ?= 2
 PYTEST := -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
 
+# `make test` leaves out the tests marked slow (several processes, kill-and-resume, torch.compile, whole GLUE and
+# search runs: about half the suite's time); `make test-slow` runs them, `make test-all` both; CI runs both.
 test: setup
+	$(OFFLINE) $(BIN)/python $(PYTEST) -m "not slow"
+	$(BIN)/ruff check bertkit tests examples benchmarks
+
+test-slow: setup
+	$(OFFLINE) $(BIN)/python $(PYTEST) -m slow
+
+test-all: setup
 	$(OFFLINE) $(BIN)/python $(PYTEST)
 	$(BIN)/ruff check bertkit tests examples benchmarks
 

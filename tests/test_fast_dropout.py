@@ -112,6 +112,7 @@ def test_cpu_training_attention_is_unfused_even_without_dropout(tiny_bert, monke
     assert calls
 
 
+@pytest.mark.slow
 def test_compiled_fast_dropout_does_not_recompile_per_call(tiny_bert):
     """Counting calls (the check that the patch took effect) must not become a guard of torch.compile: each new count
     failed it, a recompile per call until dynamo's cache limit (then the model ran eagerly). The model's frames are

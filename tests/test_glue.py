@@ -38,6 +38,7 @@ def write_glue(root, seed=0):
     return root
 
 
+@pytest.mark.slow
 def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "elsewhere"))
     out = tmp_path / "glue"
@@ -74,6 +75,7 @@ def test_glue_table_with_seeds(tiny_bert, tmp_path, monkeypatch):
     assert "MNLI-m/mm: not in the table: not run (not in --tasks)" in md
 
 
+@pytest.mark.slow
 def test_glue_resumes_task_by_task(tiny_bert, tmp_path):
     """Killed during STS-B, after CoLA finished: --resume leaves CoLA as it is, continues STS-B from its checkpoint."""
     env = {**os.environ, "BERTKIT_DATA_DIR": str(write_glue(tmp_path / "data")), "PYTHONPATH": python_path(REPO),

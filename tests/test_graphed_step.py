@@ -234,6 +234,7 @@ def test_the_graph_layer_replays_the_static_step(grad_accum, graphed_on_cpu, tin
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("cpu_only")  # the stand-in capture on a CPU (a GPU's: tests/test_gpu.py)
 def test_a_compiled_model_is_graphed_as_it_steps(graphed_on_cpu, tiny_bert, sst2_dir, tmp_path, monkeypatch):
     """--compile on one CUDA device takes the graphed step: a shape's eager warm-up compiles (dynamo's tracing alone

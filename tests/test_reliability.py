@@ -55,6 +55,7 @@ def same_run(a, b):
     assert (a / "eval_metrics.jsonl").read_text() == (b / "eval_metrics.jsonl").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["step:13", "eval:16", "checkpoint:10", "pointer:15", "checkpoint:24"])
 def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, reference, tmp_path):
     out = tmp_path / "run"
@@ -68,6 +69,7 @@ def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, re
     assert not list((out / "checkpoints").glob(".*"))  # no temporary left behind
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point, sent, again", [("term", signal.SIGTERM, "SIGTERM"), ("int", signal.SIGINT, "Ctrl-C")])
 def test_a_signal_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny_bert, data, reference, tmp_path,
                                                                             point, sent, again):
@@ -86,6 +88,7 @@ def test_a_signal_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny
     same_run(reference, out)
 
 
+@pytest.mark.slow
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_bert, data, reference, tmp_path):
     out = tmp_path / "run"
     killed = bertkit(finetune_args(tiny_bert, data, out), fault="step:22")

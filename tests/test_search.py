@@ -35,6 +35,7 @@ def finished_trials(out) -> list:
     return study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
 
 
+@pytest.mark.slow
 def test_a_second_search_into_a_folder_in_use_stops_with_one_line(tiny_bert, sst2_dir, tmp_path):
     """It took the first one's running trial for a killed one and ran it again, in the same folder, beside it."""
     out = tmp_path / "search"
@@ -55,6 +56,7 @@ def test_a_second_search_into_a_folder_in_use_stops_with_one_line(tiny_bert, sst
         first.wait()
 
 
+@pytest.mark.slow
 def test_a_search_killed_mid_trial_goes_on_without_repeating_a_finished_trial(tiny_bert, sst2_dir, tmp_path):
     out = tmp_path / "search"
     proc = bertkit(search_args(tiny_bert, sst2_dir, out))
