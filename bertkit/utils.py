@@ -53,10 +53,11 @@ def atomic_path(final: str | os.PathLike, is_dir: bool = False):
                 raise
             finally:
                 shutil.rmtree(old, ignore_errors=True)
-        elif is_dir:
-            os.replace(tmp, final)
         else:
-            os.replace(target, final)
+            try:
+                os.replace(target, final)
+            except OSError as e:  # e.g. a folder where the file goes: named by the path asked for
+                raise OSError(e.errno, e.strerror, str(final)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -319,3 +319,27 @@ def test_an_output_the_file_system_refuses_is_one_line(clf, tiny_bert, tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and str(blocker) in err and ".tmp" not in err, err
         assert err.startswith(f"bertkit {command}: error: "), err
+
+
+def test_an_output_file_that_is_a_folder_is_said_before_the_work(clf, tmp_path, capsys):
+    """`predict --output` or `evaluate --output` naming a folder: refused before the model loads (predict named its
+    temporary, `.p.<random>.tmp/p`, after answering every input; evaluate after scoring the whole split)."""
+    folder = tmp_path / "p"
+    folder.mkdir()
+    for command in (["predict", "--model", str(clf), "--input", str(GOOD / "sentences.txt")],
+                    ["evaluate", "--model", str(clf), "--file", str(GOOD / "dev.tsv")]):
+        assert main([*command, "--output", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"bertkit {command[0]}: error: --output {folder} is a folder: give the path of a file to " \
+                      "write\n", err
+    assert list(tmp_path.iterdir()) == [folder] and list(folder.iterdir()) == []
+
+
+def test_an_atomic_write_onto_a_folder_names_the_path_asked_for(tmp_path):
+    from bertkit.utils import atomic_path
+
+    (tmp_path / "out").mkdir()
+    with pytest.raises(OSError) as caught, atomic_path(tmp_path / "out") as tmp:
+        tmp.write_text("new")
+    assert caught.value.filename == str(tmp_path / "out")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -118,6 +118,14 @@ def plain_library_logs() -> None:
             handler.setFormatter(Plain(handler.formatter))
 
 
+def output_file(path: str | None) -> None:
+    """Said before any work is done: `--output` names a file, and a folder there could not be replaced by one."""
+    from pathlib import Path
+
+    if path and Path(path).is_dir():
+        raise BertkitError(f"--output {path} is a folder: give the path of a file to write")
+
+
 @contextlib.contextmanager
 def open_output(output: str | None):
     """A text stream for predictions: `output` (written under a temporary name, renamed when the block ends without

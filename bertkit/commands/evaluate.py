@@ -23,10 +23,11 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import resolve_metrics
     from ..models import resolve_model
     from ..utils import write_json
-    from .common import load_for_inference
+    from .common import load_for_inference, output_file
 
     if args.max_samples is not None and args.max_samples <= 0:
         raise BertkitError("--max-samples must be positive")
+    output_file(args.output)
     # the whole split unless --max-samples: a run's own cap (max_eval_samples) made its evaluations quick, not this
     overrides = {"max_eval_samples": args.max_samples, **({"data_dir": args.data_dir} if args.data_dir else {})}
     task, precision = load_for_inference(args)

@@ -35,8 +35,9 @@ EXAMPLE = """example:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from .common import load_for_inference, open_output, quiet_libraries
+    from .common import load_for_inference, open_output, output_file, quiet_libraries
 
+    output_file(args.output)
     if not args.verbose:
         quiet_libraries()
     task_class = args.task_class
