@@ -24,7 +24,7 @@ TEST_WORKERS ?= 2
 PYTEST := -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
 
 # `make test` leaves out the tests marked slow (several processes, kill-and-resume, torch.compile, whole GLUE and
-# search runs: about half the suite's time); `make test-slow` runs them, `make test-all` both; CI runs both.
+# search runs: about a third of the suite's time); `make test-slow` runs them, `make test-all` both; CI runs both.
 test: setup
 	$(OFFLINE) $(BIN)/python $(PYTEST) -m "not slow"
 	$(BIN)/ruff check bertkit tests examples benchmarks

@@ -20,6 +20,14 @@ def say(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+def temporary_beside(final: Path) -> Path:
+    """A hidden name beside `final` that nothing has (`.name.<random>.tmp`), for a temporary of its own: one run's,
+    which another run writing the same output does not share."""
+    while (tmp := final.with_name(f".{final.name}.{secrets.token_hex(6)}.tmp")).exists():
+        pass
+    return tmp
+
+
 @contextmanager
 def atomic_path(final: str | os.PathLike, is_dir: bool = False):
     """Yield a temporary path next to `final`; rename it onto `final` only if the block succeeds.
@@ -31,9 +39,7 @@ def atomic_path(final: str | os.PathLike, is_dir: bool = False):
         final.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # named by the path asked for, not by its temporary's
         raise OSError(e.errno, e.strerror, str(final)) from None
-    tmp = final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
-    while tmp.exists():  # never another's: the `finally` below removes whatever is at `tmp`
-        tmp = final.parent / f".{final.name}.{secrets.token_hex(6)}.tmp"
+    tmp = temporary_beside(final)  # never another's: the `finally` below removes whatever is at `tmp`
     target = tmp if is_dir else tmp / final.name
     try:  # made inside the `try`: an interruption (Ctrl-C, SIGTERM) between making it and using it removes it too
         try:

@@ -220,7 +220,8 @@ def test_an_interruption_anywhere_in_an_atomic_write_leaves_only_what_was_there(
 
     final = tmp_path / "out"
     before = final / "w" if is_dir else final
-    final.mkdir() if is_dir else None
+    if is_dir:
+        final.mkdir()
     before.write_text("before")
     mkdir, replace = Path.mkdir, os.replace
 

@@ -9,14 +9,15 @@ Sentence-level pooling gives one row per sentence; word pooling one row per word
 
 from __future__ import annotations
 
+import errno
 import json
-import secrets
 import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import BertkitError
+from ..utils import temporary_beside
 
 
 class ShardWriter:
@@ -29,8 +30,7 @@ class ShardWriter:
         self.final = Path(directory)
         if self.final.exists() and any(self.final.iterdir()):
             raise BertkitError(f"output folder {self.final} is not empty")
-        # a name of its own: two runs writing one output must not share (the second removed the first's shards)
-        self.tmp = self.final.with_name(f".{self.final.name}.{secrets.token_hex(6)}.tmp")
+        self.tmp = temporary_beside(self.final)  # a shared `.feats.tmp` let a second run remove the first's shards
         self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
         self.sentence_level = sentence_level
         self.pending: list[np.ndarray] = []
@@ -87,8 +87,10 @@ class ShardWriter:
             if self.final.exists():
                 self.final.rmdir()  # empty when this run began (checked in __init__); not when another wrote it since
             self.tmp.rename(self.final)
-        except OSError:
+        except OSError as e:
             self.abort()
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise OSError(e.errno, e.strerror, str(self.final)) from None  # named by the path asked for
             raise BertkitError(f"output folder {self.final} is not empty: another run wrote it while this one "
                                "ran") from None
         return self.final
