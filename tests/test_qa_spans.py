@@ -12,6 +12,7 @@ from bertkit.tasks.qa_spans import (
     candidates,
     label_window,
     null_logit,
+    question_windows,
     rank_answers,
     rank_candidates,
 )
@@ -149,3 +150,21 @@ def test_candidates_give_the_spans_of_the_full_logits(seed):
     context = "ab" * tokens
     assert rank_candidates([(c, offsets)], context, n_best, longest) == \
         rank_answers([Window(start, end, offsets, cs, ce)], context, n_best, longest)
+
+
+def test_question_windows_group_consecutive_windows_and_give_a_question_without_any_none():
+    """Questions 0 (two windows), 1 (none) and 2 (one), then question 3 with none at the end; `outputs` as logits
+    or as `Candidates` give the same; a window of an earlier question after a later one's is refused."""
+    offsets = [[0, 0], [0, 3], [4, 7]]
+    logits = {"start_logits": np.array([0.0, 2.0, 1.0]), "end_logits": np.array([0.0, 1.0, 3.0])}
+    features = {"example_index": [0, 0, 2], "offsets": [offsets] * 3, "context_start": [1, 1, 1],
+                "context_end": [2, 2, 2]}
+    grouped = list(question_windows([logits] * 3, features, 4, n_best=2))
+    assert [len(w) for w in grouped] == [2, 0, 1, 0]
+    reduced = [candidates(logits["start_logits"], logits["end_logits"], 1, 2, 2)._asdict()] * 3
+    again = list(question_windows(reduced, features, 4, n_best=2))
+    for a, b in zip(grouped, again, strict=True):
+        for (ca, oa), (cb, ob) in zip(a, b, strict=True):
+            assert all(np.array_equal(x, y) for x, y in zip(ca, cb, strict=True)) and np.array_equal(oa, ob)
+    with pytest.raises(BertkitError, match="window 2 belongs to question 0, whose windows came before"):
+        list(question_windows([logits] * 3, {**features, "example_index": [0, 1, 0]}, 2))

@@ -17,8 +17,9 @@ and the inclusive token range `context_start..context_end` of the context piece.
   [CLS] "span"), `with_null`, the n best spans against it (null odds = null logit − best span logit), and
   `decide`, the answer: "no answer" when the null odds exceed a threshold, else the best span.
 - `window_rows`: the offsets and context range of each window of an encoded Dataset, read from Arrow in chunks;
+  `question_windows`: the windows of each question in turn, with their `Candidates`;
 - `consensus_first`: which reference answer a training question with several trains on (`train_answer:
-  consensus`, the one the others agree with most).
+  consensus`, the one the others agree with most); `training_answers`: a training set's questions so ordered.
 
 Example:
 ```python
@@ -36,6 +37,8 @@ from typing import NamedTuple
 import datasets
 import numpy as np
 
+from ..errors import BertkitError
+from ..utils import say
 from .scores import softmax
 
 
@@ -194,6 +197,27 @@ def window_rows(features, chunk: int = 1024):
             yield int(q[w]), flat[bounds[w]:bounds[w + 1]], int(start[w]), int(end[w])
 
 
+def question_windows(outputs, features, n_questions: int, n_best: int = 20):
+    """Each question's windows in turn, `n_questions` lists of (Candidates, offsets [tokens, 2]): a question's
+    windows are consecutive features (`example_index`); `outputs[i]` is window i's start and end logits or its
+    `Candidates` (evaluation's `output_reducer`)."""
+    wins: list[tuple[Candidates, np.ndarray]] = []  # the current question's windows
+    current = 0
+    for i, (q, offsets, start, end) in enumerate(window_rows(features)):
+        while current < q:  # the windows of question `current` are complete
+            yield wins
+            wins, current = [], current + 1
+        if q < current:
+            raise BertkitError(f"window {i} belongs to question {q}, whose windows came before")
+        out = outputs[i]
+        c = Candidates(**out) if "cls_logits" in out else \
+            candidates(out["start_logits"], out["end_logits"], start, end, n_best)
+        wins.append((c, np.asarray(offsets)))
+    while current < n_questions:
+        yield wins
+        wins, current = [], current + 1
+
+
 def consensus_first(answers: dict) -> dict:
     """`answers` reordered so the reference with the highest mean F1 against the others comes first (ties to the
     earliest); training labels the first one. Official SQuAD training questions have one answer; evaluation-style
@@ -207,3 +231,17 @@ def consensus_first(answers: dict) -> dict:
     best = max(range(len(texts)), key=lambda i: (agreement[i], -i))
     order = [best] + [i for i in range(len(texts)) if i != best]
     return {"text": [texts[i] for i in order], "answer_start": [answers["answer_start"][i] for i in order]}
+
+
+def training_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
+    """The training questions with the reference each one trains on first: as the file has them ('first'), or
+    the one the other references agree with most ('consensus', `consensus_first`)."""
+    if how == "first":
+        return train
+    columns = train.to_dict()
+    columns["answers"] = [consensus_first(a) for a in columns["answers"]]
+    moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
+                for a, b in zip(columns["answers"], train["answers"], strict=True))
+    say(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than their "
+        "first")
+    return datasets.Dataset.from_dict(columns, features=train.features)

@@ -37,17 +37,16 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, quiet_maps, say
+from ..utils import as_list, quiet_maps
 from .base import Task, as_dataset
 from .qa_spans import (
-    Candidates,
     candidates,
-    consensus_first,
     decide,
     label_window,
     null_logit,
+    question_windows,
     rank_candidates,
-    window_rows,
+    training_answers,
     with_null,
 )
 from .question_answering_io import QuestionAnsweringIO
@@ -237,29 +236,12 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         contexts = list(examples["context"])
         threshold = self.null_threshold if threshold is None else threshold
         predictions: list[dict] = []
-
-        def answer(wins: list[tuple[Candidates, np.ndarray]]) -> None:
-            q = len(predictions)
+        for q, wins in enumerate(question_windows(outputs, features, len(examples), self.n_best)):
             p = {"nbest": rank_candidates(wins, contexts[q], self.n_best, self.max_answer_length)}
             if self.allow_no_answer:
                 p["nbest"], p["null_probability"], p["null_odds"] = with_null(p["nbest"],
                                                                               null_logit([c for c, _ in wins]))
             predictions.append({"id": ids[q], **self._decide(p, threshold), **p})
-
-        wins: list[tuple[Candidates, np.ndarray]] = []  # the current question's windows
-        for i, (q, offsets, start, end) in enumerate(window_rows(features)):
-            while len(predictions) < q:  # the windows of question len(predictions) are complete
-                answer(wins)
-                wins = []
-            if q < len(predictions):
-                raise BertkitError(f"window {i} belongs to question {q}, whose windows came before")
-            out = outputs[i]
-            c = Candidates(**out) if "cls_logits" in out else \
-                candidates(out["start_logits"], out["end_logits"], start, end, self.n_best)
-            wins.append((c, np.asarray(offsets)))
-        while len(predictions) < len(examples):
-            answer(wins)
-            wins = []
         return predictions
 
     @staticmethod
@@ -328,17 +310,3 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
             + (("nbest",) if with_nbest else ())
         return [{k: p[k] for k in keys} for p in self.answers(outputs, examples, features)]
 
-
-# --- which reference a training question trains on (`qa_spans.consensus_first`) ------------------------------
-def training_answers(train: datasets.Dataset, how: str) -> datasets.Dataset:
-    """The training questions with the reference each one trains on first: as the file has them ('first'), or
-    the one the other references agree with most ('consensus')."""
-    if how == "first":
-        return train
-    columns = train.to_dict()
-    columns["answers"] = [consensus_first(a) for a in columns["answers"]]
-    moved = sum(bool(a["text"]) and (a["answer_start"][0] != b["answer_start"][0] or a["text"][0] != b["text"][0])
-                for a, b in zip(columns["answers"], train["answers"], strict=True))
-    say(f"train_answer consensus: {moved} of {len(train)} training questions train on another reference than their "
-        "first")
-    return datasets.Dataset.from_dict(columns, features=train.features)
