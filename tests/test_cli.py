@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from bertkit.cli import main
+from bertkit.config_files import load_recipe, recipe_names, recipe_task
 
 from .conftest import REPO, bertkit_env, hub_cache_with, tiny_run
 
@@ -208,6 +209,30 @@ def test_recipes_command_lists_and_shows(capsys):
     assert "'list' takes no recipe name: bertkit recipes [list | [show] NAME]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_packaged_recipe_loads(name):
+    """`bertkit recipes` reads the recipes without resolving them: here each one is resolved, its task's options
+    checked."""
+    cfg = load_recipe(name)
+    assert cfg.name == name and cfg.task == recipe_task(name)
+
+
+def test_recipes_are_listed_and_shown_without_a_model_library_and_a_file_of_ones_own_is_checked(tmp_path):
+    """Listing and showing the packaged recipes import neither torch, transformers nor datasets (seconds of a
+    command that prints text); a YAML file of one's own is loaded before it is printed, and refused in one line."""
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("task: sequence-classification\nepohcs: 1\n")
+    code = "\n".join([
+        "import sys", "from bertkit.cli import main",
+        "assert main(['recipes']) == 0 and main(['recipes', 'squad']) == 0",
+        "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))",
+        f"sys.exit(main(['recipes', 'show', {str(bad)!r}]))"])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout.splitlines()[-1] == "[]", proc.stdout[-300:] + proc.stderr
+    assert proc.stderr.strip().endswith("mine.yaml: unknown key 'epohcs' (did you mean 'epochs'?)"), proc.stderr
+    assert "epohcs: 1" not in proc.stdout
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
@@ -288,6 +313,7 @@ def test_predict_imports_none_of_the_scoring_libraries(run_dir, tmp_path):
     (tmp_path / "texts.txt").write_text("a fine film\n")
     code = f"""import json, sys
 from bertkit.cli import main
+from bertkit.config_files import load_recipe, recipe_names, recipe_task
 assert main(["predict", "--model", {str(run_dir)!r}, "--input", {str(tmp_path / "texts.txt")!r}]) == 0
 print(json.dumps(sorted(m for m in ("evaluate", "seqeval") if m in sys.modules)))"""
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=bertkit_env(), timeout=300)

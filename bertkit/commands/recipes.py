@@ -29,7 +29,7 @@ def summary(path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config_files import load_recipe, recipe_names, recipe_path
+    from ..config_files import RECIPES_DIR, load_recipe, recipe_names, recipe_path, recipe_task
     from ..errors import BertkitError
 
     action, name = args.action, args.name
@@ -46,12 +46,12 @@ def run(args: argparse.Namespace) -> int:
             print(glue_text())
             return 0
         path = recipe_path(name)
-        load_recipe(name)  # a recipe that does not load is reported, not printed
+        if path.parent != RECIPES_DIR:  # a file of one's own that does not load is reported, not printed
+            load_recipe(name)
         print(path.read_text(), end="")
         return 0
-    for name in recipe_names():
-        cfg = load_recipe(name)
-        print(f"{name:<10} {cfg.task:<24} {summary(recipe_path(name))}")
+    for name in recipe_names():  # read, not resolved: no model library imported (the tests load every recipe)
+        print(f"{name:<10} {recipe_task(name):<24} {summary(recipe_path(name))}")
     print(f"{'glue':<10} {'(the GLUE recipes above)':<24} {glue_text().splitlines()[0]}")
     return 0
 
