@@ -209,6 +209,37 @@ def test_ctrl_c_twice_stops_at_once_and_a_signal_ignored_at_start_stays_ignored(
         signal.signal(signal.SIGINT, previous)
 
 
+def test_the_processes_agree_on_a_stop_about_every_two_seconds_and_at_most_every_50_steps(monkeypatch):
+    """Several processes agree at the first step they make, then about every `seconds` at the pace they measured
+    together at the last agreement (at least every step, at most `most` steps apart): steps of 0.5 s agree every 4
+    steps; once steps take 5 s, every step from the agreement that measured them; a signal is heard at the next."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from bertkit.training import launch
+    from bertkit.training.launch import StopSignal, agreement_interval
+
+    assert agreement_interval(5.0, 10, 2.0, 50) == 4 and agreement_interval(5.0, 1, 2.0, 50) == 1
+    assert agreement_interval(0.05, 50, 2.0, 50) == 50 and agreement_interval(0.0, 3, 2.0, 50) == 50
+    clock = [100.0]
+    monkeypatch.setattr(launch.time, "perf_counter", lambda: clock[0])
+    reduced = []  # what each agreement summed: [processes signalled, seconds]; the other process as this one
+    two = SimpleNamespace(num_processes=2, device=torch.device("cpu"),
+                          reduce=lambda t, reduction: reduced.append(t.tolist()) or t * 2)
+    agreed = []
+    with StopSignal(two, 50, seconds=2.0) as stop:
+        for step in range(1, 20):
+            clock[0] += 0.5 if step < 10 else 5.0
+            if stop.due(step):
+                break
+            agreed += [step] if len(reduced) > len(agreed) else []
+            if step == 13:
+                stop.signum = signal.SIGTERM
+    assert agreed == [1, 5, 9, 13] and step == 14  # 0.5 s a step: every 4; steps 10-13 took 5 s: then every one
+    assert reduced[-2:] == [[0.0, 20.0], [1.0, 5.0]]
+
+
 @pytest.mark.parametrize("where", ["making the temporary", "writing", "renaming"])
 @pytest.mark.parametrize("is_dir", [False, True])
 def test_an_interruption_anywhere_in_an_atomic_write_leaves_only_what_was_there(where, is_dir, tmp_path, monkeypatch):

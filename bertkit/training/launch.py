@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from contextlib import ExitStack, contextmanager
 
 from ..errors import BertkitError
@@ -96,19 +97,23 @@ class StopSignal:
     """SIGTERM (a scheduler's preemption or time limit, `kill`) or SIGINT (Ctrl-C) asks training to stop at its next
     optimiser step, after a resumable checkpoint, rather than die where it stands: the loop asks `due(step)` after
     every step. The same signal again ends the process at once, as the first would have. One process reads its flag;
-    several agree every `every` steps (a collective: each may have been signalled at a different step), so all stop
-    at one step. Installed only from the main thread (Python's rule for signal handlers); elsewhere both signals keep
-    their handlers."""
+    several agree at chosen steps (a collective: each may have been signalled at a different step), so all stop at
+    one step: about every `seconds` of training, at most `most` steps apart (`agreement_interval`, from the time
+    the processes measured together, so every process chooses the same next step). Installed only from the main
+    thread (Python's rule for signal handlers); elsewhere both signals keep their handlers."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, accelerator, every: int):
-        self.accelerator, self.every, self.signum, self._previous = accelerator, every, None, {}
+    def __init__(self, accelerator, most: int, seconds: float = 2.0):
+        self.accelerator, self.most, self.seconds, self.signum, self._previous = accelerator, most, seconds, None, {}
+        self._next = self._last = None  # the next step to agree at, the last one agreed at
+        self._clock = time.perf_counter()
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS  # one ignored stays so (a
                               if signal.getsignal(s) is not signal.SIG_IGN}  # script's background job and Ctrl-C)
+        self._clock = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
@@ -134,9 +139,24 @@ class StopSignal:
         acc = self.accelerator
         if acc.num_processes == 1:
             return self.signum is not None
-        if step % self.every:
+        if self._next is None:  # the first step this run (or this resume) makes: agree there
+            self._next = step
+        if step < self._next:
             return False
         import torch
 
-        flag = torch.tensor([0.0 if self.signum is None else 1.0], device=acc.device)
-        return bool(acc.reduce(flag, reduction="sum").item() > 0)
+        now = time.perf_counter()
+        # [2]: processes signalled, seconds since the last agreement (summed over the processes)
+        mine = torch.tensor([0.0 if self.signum is None else 1.0, now - self._clock], device=acc.device)
+        signalled, seconds = acc.reduce(mine, reduction="sum").tolist()
+        steps = step - self._last if self._last is not None else 1
+        self._next = step + agreement_interval(seconds / acc.num_processes, steps, self.seconds, self.most)
+        self._last, self._clock = step, now
+        return signalled > 0
+
+
+def agreement_interval(seconds: float, steps: int, target: float, most: int) -> int:
+    """Steps until the processes next agree on a stop: about `target` seconds at the pace of the last `steps` steps,
+    which took `seconds`; at least 1, at most `most`."""
+    per_step = seconds / max(1, steps)
+    return max(1, min(most, int(target / per_step) if per_step > 0 else most))
