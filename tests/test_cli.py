@@ -313,7 +313,6 @@ def test_predict_imports_none_of_the_scoring_libraries(run_dir, tmp_path):
     (tmp_path / "texts.txt").write_text("a fine film\n")
     code = f"""import json, sys
 from bertkit.cli import main
-from bertkit.config_files import load_recipe, recipe_names, recipe_task
 assert main(["predict", "--model", {str(run_dir)!r}, "--input", {str(tmp_path / "texts.txt")!r}]) == 0
 print(json.dumps(sorted(m for m in ("evaluate", "seqeval") if m in sys.modules)))"""
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=bertkit_env(), timeout=300)
