@@ -24,7 +24,8 @@ the training seconds (set-up included): `--epoch --arms capture2 --rounds 1`, on
 every warm-up, capture and first replay with the device synchronised around it. The epoch's other arms (step
 `epoch`): `compile` (inductor's regions under the graphed step), `tf32` (`--precision tf32`: no mixed
 precision's casts), `warm0` (a later shape captured without its eager warm-up), `nosync` (captures without
-synchronising the device), `lean` (both), `buckets4`/`buckets12`.
+synchronising the device), `lean` (both), `buckets4`/`buckets12`. fp16 (what auto chooses on a V100 or T4), eager as
+auto trains it against graphed (`--train-step graphed`): `--arms fp16,fp16graphed` (step `fp16`).
 """
 
 from __future__ import annotations
@@ -235,6 +236,8 @@ ARMS = {  # an A/B's sides: what each changes of the run `a` describes
     "lean": {"no_later_warmup": True, "no_capture_sync": True},  # the set-up with both of the above
     "buckets4": {"flags": "--length-buckets 4"},  # 4 length buckets, not 8: fewer set-ups, more padding
     "buckets12": {"flags": "--length-buckets 12"},  # 12: more set-ups, less padding
+    "fp16": {"flags": "--precision fp16 --train-step eager"},  # fp16 as auto trains it (V100, T4): accelerate's step
+    "fp16graphed": {"flags": "--precision fp16 --train-step graphed"},  # fp16, its loss scaling inside the graphs
 }
 
 

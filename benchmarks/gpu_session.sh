@@ -2,10 +2,11 @@
 # A lent GPU's session in one call (a call may run 600 s; the session has 900 s of device time, each start and the
 # 30 s a machine waits warm included, so two cold calls do not fit): after `../shared/gpu/bundle.sh` here, `run`
 # with carry [".gpu"], kind nvidia-h200 (the issue's own kind; where refused, the H100 it offers), timeout_s 600 and
-#   STEPS="tests suite" bash benchmarks/gpu_session.sh
-#                                                               (about 6 minutes: the GPU tests, then the part of the
-#                                                                suite that pins the CPU or runs on either, on a GPU
-#                                                                machine); then, at once while the machine is warm
+#   STEPS="tests fp16 suite" bash benchmarks/gpu_session.sh
+#                                                               (about 9 minutes: the GPU tests, fp16 eager against
+#                                                                graphed, then the part of the suite that pins the CPU
+#                                                                or runs on either, on a GPU machine); then, at once
+#                                                                while the machine is warm
 #                                                                (30 s), CALL_LIMIT=L STEPS="bench" (issue 40's table
 #                                                                as bertkit runs, on that machine), timeout_s L + 20,
 #                                                                where L = min(300, status's budget_left_s - 40); on
@@ -40,6 +41,9 @@
 #            $EPOCH_ARMS (also tf32, lean, buckets4: gpu_profile.py's; ~40 s a process, compile's up to 180 s);
 #            an arm starts only if its timeout ends before the call's ($CALL_LIMIT, default 590 s) with the
 #            table's 280 s kept where `bench` follows                                                 ≤ 330 s
+#   fp16     fp16 (auto's choice on a V100 or T4) on bert-base, eager as auto trains it against --train-step graphed
+#            (its loss scaling inside the graphs), loop ms/step alternated twice in one process; then the MiniLM's
+#            SST-2 epoch in each (dev accuracy, training seconds)                                     ≤ 250 s
 #   infer    extract (benchmarks/gpu.py --only infer) as bertkit runs against --cudnn-attention, each a process,
 #            twice                                                                                    ≤ 360 s
 #   seeds    the MiniLM's SST-2 epoch, eager and graphed, seeds 13 and 87: the graphed path's accuracy against the
@@ -134,6 +138,20 @@ print("seeds: %s, seed %s: dev accuracy %.4f, %s s of training, step %s" % (*sys
       t["train_seconds"], t["step"]["kind"]))' "$o/metrics.json" $st $seed 2>/dev/null \
                || { echo "seeds: $st, seed $seed rc=$rc"; tail -2 "$o.log" | cut -c1-300; }
            done; done;;
+    fp16) say "fp16: bert-base's loop, eager (as auto trains fp16) against --train-step graphed, alternated twice in one \
+process; then the MiniLM's SST-2 epoch in each, seed 42"
+          if (( $(left) < 130 )); then echo "fp16 skipped: $(left) s left"; continue; fi
+          timeout 120 python3 benchmarks/gpu_profile.py --model "$BB" --warm 60 --steps 100 --arms fp16,fp16graphed \
+            --rounds 2 >"$W/fp16-ab.log" 2>&1; echo "rc=$?"; grep "^ab " "$W/fp16-ab.log" | cut -c1-250
+          for st in eager graphed; do
+            (( $(left) < 70 )) && { echo "fp16: the MiniLM, $st, skipped: $(left) s left"; continue; }
+            o="$W/fp16-$st"; timeout 65 python3 -m bertkit.cli finetune sst2 --model minilm-l6 --train-step $st \
+              --epochs 1 --precision fp16 --save-every 0 --output-dir "$o" >"$o.log" 2>&1
+            rc=$?; python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); t = m["train"]
+print("fp16: the MiniLM, %s: dev accuracy %.4f, %s s of training, step %s, precision %s" % (sys.argv[2],
+      m["dev"]["accuracy"], t["train_seconds"], t["step"], t["precision"]))' "$o/metrics.json" $st 2>/dev/null \
+              || { echo "fp16: the MiniLM, $st, rc=$rc"; tail -2 "$o.log" | cut -c1-300; }
+          done;;
     infer) say "infer: extract's 20,000 sentences, each arm a process: as bertkit runs, and attention by cuDNN"
            for r in 1 2; do for arm in "" --cudnn-attention; do timeout 90 python3 benchmarks/gpu.py --only infer \
              --budget 80 --out "$W/infer-ab" $arm 2>&1 | grep "^| extract" | sed "s/^/${arm:-as-bertkit-runs} /" \

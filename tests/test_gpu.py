@@ -107,6 +107,34 @@ def test_a_graphed_run_trains_like_the_static_step(grad_accum, tiny_bert, sst2_d
         assert x[1] == pytest.approx(y[1], abs=1 / 64 + 1e-9), (x, y)
 
 
+def test_an_fp16_run_is_graphed_with_its_loss_scale_on_the_device(tiny_bert, sst2_dir, tmp_path, capsys):
+    """fp16 (auto's choice on a GPU without bf16: V100, T4) with --train-step graphed: accelerate's GradScaler's scale
+    checked, backed off and grown inside the graphs (`LossScale`), overflowed steps skipped by the fused AdamW on the
+    device. Against accelerate's own eager fp16 step and the static step: the same final loss scale (its checkpoint's
+    scaler.pt) and the same weights, to the rounding in which a captured and an eager launch may differ."""
+    from safetensors.torch import load_file
+
+    from .conftest import fit, small_config
+
+    runs, scales = {}, {}
+    for kind in ("eager", "static", "graphed"):
+        runs[kind] = tmp_path / kind
+        _, result = fit(tiny_bert, small_config(sst2_dir, runs[kind], train_step=kind, precision="fp16",
+                                                batch_size=24, max_steps=30, dropout=0.0, attention_dropout=0.0,
+                                                eval_every="100"))
+        assert result["train"]["step"]["kind"] == kind and result["train"]["precision"] == "fp16"
+        assert "CUDA graph capture failed" not in capsys.readouterr().err
+        latest = (runs[kind] / "checkpoints" / "latest").read_text().strip()
+        scales[kind] = torch.load(runs[kind] / "checkpoints" / latest / "scaler.pt", weights_only=True)["scale"]
+    step = result["train"]["step"]
+    assert step["capture_failed"] is None and step["graphs"] >= 1 and step["replays"] > 15
+    assert scales["eager"] == scales["static"] == scales["graphed"], scales
+    weights = {k: load_file(str(runs[k] / "model.safetensors")) for k in runs}
+    for name in weights["eager"]:
+        for kind in ("static", "graphed"):
+            assert torch.allclose(weights[kind][name], weights["eager"][name], atol=1e-4), (kind, name)
+
+
 def test_a_compiled_model_is_captured(tiny_bert, sst2_dir, tmp_path):
     """--compile (inductor, dynamic lengths, per layer) under the graphed step: the graphs hold inductor's kernels
     and train to about the plain graphed run's weights (dropout off so that the two compare; its masks under

@@ -270,6 +270,110 @@ def test_a_failed_capture_goes_on_eagerly_and_says_so(graphed_on_cpu, tiny_bert,
     assert_same_weights(tmp_path / "static", tmp_path / "graphed")
 
 
+# --- fp16's loss scaling ---------------------------------------------------------------------------------------------
+OVERFLOWED = (2, 9)  # fp16_training's steps whose loss is infinite
+
+
+def fp16_training(kind: str, grad_accum: int, fold_clip: bool = False, capture=None):
+    """A linear layer trained 16 steps under fp16's dynamic loss scaling with torch's fused AdamW (on a CPU): by the
+    static step, the graphed one (with `capture`, a stand-in), or as accelerate trains one (`Accelerator.backward`:
+    the loss divided by the accumulation, then GradScaler.scale; `clip_grad_norm_`: GradScaler.unscale_, then torch's
+    clipping; `AcceleratedOptimizer.step`: GradScaler.step and update). The steps OVERFLOWED overflow (inputs of
+    1e38); the scale starts at 2**16 and grows after 3 finite steps. (weights, the scale after each step, the step)"""
+    from unittest import mock
+
+    from bertkit.training import graphed
+    from bertkit.training.step import StaticStep
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.01, fused=True)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16, growth_interval=3)
+    batches = [torch.randn(4, 8, generator=torch.Generator().manual_seed(i)) for i in range(16 * grad_accum)]
+    for step in OVERFLOWED:
+        batches[step * grad_accum] *= 1e38  # an infinite loss: every gradient of its step inf or NaN
+
+    def loss_of(model, batch):
+        return (model(batch["input_ids"]) ** 2).mean()
+
+    scales, step = [], None
+    if kind == "eager":
+        for i, x in enumerate(batches):
+            scaler.scale(loss_of(model, {"input_ids": x}) / grad_accum).backward()
+            if (i + 1) % grad_accum == 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                scales.append(scaler.get_scale())
+        return model.state_dict(), scales, step
+    accelerator = SimpleNamespace(device=torch.device("cpu"), gradient_accumulation_steps=grad_accum, scaler=scaler)
+    task = SimpleNamespace(compute_loss=loss_of)
+    with mock.patch.object(graphed, "GraphCapture", capture):
+        if kind == "graphed":
+            step = graphed.GraphedStep(accelerator, model, optimizer, task, 0.5, batch_size=4, log=print)
+        else:
+            step = StaticStep(accelerator, model, optimizer, task, 0.5)
+        step.fold_clip = fold_clip
+        for i, x in enumerate(batches):
+            step.backward({"input_ids": x})
+            if (i + 1) % grad_accum == 0:
+                assert step.update()
+                scales.append(scaler.get_scale())
+    return model.state_dict(), scales, step
+
+
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_fp16_loss_scaling_in_the_static_step_is_accelerates_bit_for_bit(grad_accum):
+    """The static step's fp16 loss scaling (what a CUDA graph holds: GradScaler with a fused AdamW reads nothing on
+    the host) against accelerate's, on a CPU: the same weights bit for bit and the same scale after every step,
+    through two overflowed steps (skipped, the scale halved) and the growth after three finite ones; with clipping
+    inside the fused AdamW (a GPU's graphed step), the same weights to rounding."""
+    eager, eager_scales, _ = fp16_training("eager", grad_accum)
+    static, static_scales, _ = fp16_training("static", grad_accum)
+    assert static_scales == eager_scales
+    backed_off = [i for i in range(1, len(eager_scales)) if eager_scales[i] < eager_scales[i - 1]]
+    grown = [i for i in range(1, len(eager_scales)) if eager_scales[i] > eager_scales[i - 1]]
+    assert backed_off == list(OVERFLOWED) and len(grown) >= 2
+    for k in eager:
+        assert torch.equal(static[k], eager[k]), k
+    folded, folded_scales, _ = fp16_training("static", grad_accum, fold_clip=True)
+    assert folded_scales == eager_scales
+    for k in eager:
+        assert torch.allclose(folded[k], eager[k], rtol=0, atol=1e-6), k
+
+
+class FailingInUpdate:
+    """A capture that fails inside the step's update, after GradScaler.unscale_ (where a host read in AdamW would)."""
+
+    def run(self, fn, *args):
+        return fn(*args)
+
+    def __call__(self, fn, inputs):
+        step = fn.__self__ if hasattr(fn, "__self__") else fn.__closure__[0].cell_contents
+        step.scaler.unscale_(step.optimizer)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+@pytest.mark.parametrize("grad_accum", [1, 2])
+@pytest.mark.parametrize("capture", [ReplayCapture, FailingInUpdate])
+def test_the_graph_layer_replays_fp16_loss_scaling(grad_accum, capture):
+    """The graphed step in fp16 through a stand-in capture (a "graph" that calls the step again on its static inputs,
+    or one that fails half-way through the update, after which the step goes on eagerly): the static step's weights
+    and loss scales, bit for bit."""
+    static, static_scales, _ = fp16_training("static", grad_accum)
+    ReplayCapture.captured, ReplayCapture.warmups, ReplayCapture.warmups_before = [], Counter(), []
+    got, scales, step = fp16_training("graphed", grad_accum, capture=capture)
+    assert scales == static_scales
+    for k in static:
+        assert torch.equal(got[k], static[k]), k
+    if capture is ReplayCapture:
+        assert step.failed is None and step.replays > 10
+    else:
+        assert step.failed.startswith("RuntimeError") and step.replays == 0
+
+
 # --- which step, and why ---------------------------------------------------------------------------------------------
 def accelerator(device="cuda", processes=1, kind="NO"):
     return SimpleNamespace(device=torch.device(device), num_processes=processes,
@@ -281,7 +385,8 @@ def accelerator(device="cuda", processes=1, kind="NO"):
     (accelerator("cpu"), "bf16", {}, "eager", "no CUDA device (cpu)"),
     (accelerator(processes=2, kind="MULTI_GPU"), "bf16", {}, "eager", "2 processes"),
     (accelerator(kind="FSDP"), "bf16", {}, "eager", "FSDP"),
-    (accelerator(), "fp16", {}, "eager", "fp16 loss scaling reads the scale on the host"),
+    (accelerator(), "fp16", {}, "eager", "fp16: its loss scaling is graphed with --train-step graphed"),
+    (accelerator(), "fp16", {"train_step": "graphed"}, "graphed", "one CUDA device: a CUDA graph per batch shape"),
     (accelerator(), "bf16", {"peft": "lora"}, "eager", "--peft lora"),
     (accelerator(), "bf16", {"compile": True}, "graphed",
      "one CUDA device: a CUDA graph per batch shape, of regions --compile compiled"),

@@ -11,9 +11,10 @@ graph's gradients live in that pool: backward writes them and AdamW reads them, 
 to zeros; the fused AdamW clips them as it reads them (`fold_clipping`: one read of them fewer than scaling them
 first). What a graph keeps between replays lives outside the pool: gradients under accumulation (zeroed in place),
 AdamW's state and its tensor learning rates (the schedule fills them between replays), the summed loss and gradient
-norms. Dropout draws from the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two
-replays draw different masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a
-capture fails (a model that reads a value on the host), the run goes on eagerly with the same step and says why once.
+norms, fp16's loss scale (GradScaler's, made at the first warm-up, updated in place inside the graphs). Dropout draws
+from the CUDA generator, which PyTorch advances at every replay (tests/test_gpu.py checks that two replays draw
+different masks). A batch of another size (an epoch's last, short one) runs the same step eagerly. If a capture fails
+(a model that reads a value on the host), the run goes on eagerly with the same step and says why once.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class GraphedStep(StaticStep):
         except Exception as e:  # noqa: BLE001 - any failure: the eager step is always right
             if not self.keep_gradients:  # a backward captured before the failure left gradients no kernel filled
                 self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:  # fp16: a failure inside the update left GradScaler's step half-way
+                self.scaler._per_optimizer_states.clear()  # (a defaultdict: the next step starts afresh)
             self.failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.log(f"training step: CUDA graph capture failed ({self.failed}); the step runs eagerly from here "
                      "(the usual cause: a host tensor or a value read on the host in the model or in the task's "

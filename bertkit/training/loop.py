@@ -223,7 +223,7 @@ class Trainer:
             state["examples_seen"] += len(batch["input_ids"]) * acc.num_processes
             if not acc.sync_gradients:
                 continue
-            if stepped:  # fp16: a step skipped for overflow keeps its rate
+            if stepped:  # fp16: a step skipped for overflow on the host keeps its rate (`EagerStep.update`)
                 self.scheduler.step()
             state["global_step"] += 1
             state["step_in_epoch"] += 1

@@ -5,8 +5,10 @@ one contract (the loop in loop.py does not know which it has):
   any number of processes, FSDP, DeepSpeed, fp16 loss scaling, peft, torch.compile.
 - `StaticStep`: the same arithmetic written so that a CUDA graph can hold it: nothing reads a value on the host,
   gradients are zeroed in place (their addresses stay), the learning rate is a tensor the schedule fills in place,
-  the summed loss and gradient norms stay on the device. Runs eagerly on any device: on a CPU it gives the eager
-  step's weights bit for bit (tests/test_graphed_step.py), which is how the captured step is checked without a GPU.
+  the summed loss and gradient norms stay on the device, and so does fp16's loss scale (GradScaler with a fused
+  AdamW reads nothing on the host; it updates its scale in place). Runs eagerly on any device: on a CPU it gives the
+  eager step's weights bit for bit (tests/test_graphed_step.py), which is how the captured step is checked without
+  a GPU.
 - `GraphedStep` (graphed.py): `StaticStep` captured once per batch shape and replayed, on one CUDA device; with
   `--compile`, of the regions torch.compile made (a shape's eager warm-up compiles, or reuses the dynamic compile).
 
@@ -65,8 +67,8 @@ def _step_kind(cfg, accelerator, precision: str) -> tuple[str, str]:
         why_not = f"{accelerator.num_processes} processes"
     elif accelerator.distributed_type.name in ("FSDP", "DEEPSPEED"):
         why_not = accelerator.distributed_type.name
-    elif precision == "fp16":
-        why_not = "fp16 loss scaling reads the scale on the host"
+    elif precision == "fp16" and asked != "graphed":
+        why_not = "fp16: its loss scaling is graphed with --train-step graphed"
     elif cfg.peft.method != "none":
         why_not = f"--peft {cfg.peft.method}"
     elif cfg.compute.gradient_checkpointing:
@@ -98,7 +100,8 @@ class EagerStep:
         self.loss_sum += loss.detach()
 
     def update(self) -> bool:
-        """Clip, AdamW, zero the gradients; False when the step was skipped (fp16 overflow: the rate stays)."""
+        """Clip, AdamW, zero the gradients; False when the step was skipped for an fp16 overflow seen on the host (a
+        fused AdamW skips on the device, unseen: the schedule then advances, as transformers' Trainer's does)."""
         norm = self.accelerator.clip_grad_norm_(self.trained, self.max_grad_norm)  # the norm before clipping
         self._count(norm)
         self.optimizer.step()
@@ -121,7 +124,7 @@ class StaticStep(EagerStep):
     accumulation count as accelerate does, torch's `clip_grad_norm_` (what accelerate calls on one process; or, with
     `fold_clip`, the same clipping inside the fused AdamW), the torch optimizer itself with tensor learning rates,
     gradients zeroed in place (or dropped, as the eager step does, where one graph holds the whole step:
-    `keep_gradients`)."""
+    `keep_gradients`). fp16: accelerate's GradScaler, called as accelerate calls it."""
 
     kind = "static"
     keep_gradients = True  # zeroed in place, not dropped: a separate update graph reads the same tensors
@@ -132,13 +135,17 @@ class StaticStep(EagerStep):
         self.optimizer = getattr(optimizer, "optimizer", optimizer)  # the torch optimizer under accelerate's wrapper
         self.accumulation = accelerator.gradient_accumulation_steps
         tensor_learning_rates(self.optimizer, accelerator.device)
+        self.scaler = getattr(accelerator, "scaler", None)  # fp16 on a GPU: accelerate's GradScaler
 
     def backward(self, batch: dict) -> None:
         loss = self.task.compute_loss(self.model, batch)  # []
-        (loss / self.accumulation).backward()
+        share = loss / self.accumulation
+        (share if self.scaler is None else self.scaler.scale(share)).backward()
         self.loss_sum += loss.detach()
 
     def update(self) -> bool:
+        if self.scaler is not None:  # the gradients divided by the scale; an inf or NaN among them noted on the device
+            self.scaler.unscale_(self.optimizer)
         if self.fold_clip:
             norm = torch.nn.utils.get_total_norm([p.grad for p in self.trained if p.grad is not None])  # []
             # clip_grad_norm_ multiplies each gradient by min(1, max / (norm + 1e-6)); the fused AdamW divides it by
@@ -148,7 +155,11 @@ class StaticStep(EagerStep):
         else:
             norm = torch.nn.utils.clip_grad_norm_(self.trained, self.max_grad_norm)  # [], on the device
         self._count(norm)
-        self.optimizer.step()
+        if self.scaler is not None:  # a fused AdamW skips its update on the device where a gradient was inf or NaN;
+            self.scaler.step(self.optimizer)  # the scale backs off, or grows after enough finite steps, in place
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=not self.keep_gradients)
         return True
 
