@@ -30,7 +30,7 @@ class NoStep:
     kind = "eager"
 
     def __init__(self):
-        self.loss_sum, self.grad_stats = torch.zeros(()), torch.zeros(3)
+        self.loss_sum, self.grad_stats = torch.zeros(()), torch.zeros(4)
 
     def backward(self, batch) -> None:
         pass

@@ -329,10 +329,13 @@ def test_fp16_loss_scaling_in_the_static_step_is_accelerates_bit_for_bit(grad_ac
     """The static step's fp16 loss scaling (what a CUDA graph holds: GradScaler with a fused AdamW reads nothing on
     the host) against accelerate's, on a CPU: the same weights bit for bit and the same scale after every step,
     through two overflowed steps (skipped, the scale halved) and the growth after three finite ones; with clipping
-    inside the fused AdamW (a GPU's graphed step), the same weights to rounding."""
+    inside the fused AdamW (a GPU's graphed step), the same weights to rounding. The overflowed steps are counted
+    apart from the finite gradient norms the log lines average."""
     eager, eager_scales, _ = fp16_training("eager", grad_accum)
-    static, static_scales, _ = fp16_training("static", grad_accum)
+    static, static_scales, step = fp16_training("static", grad_accum)
     assert static_scales == eager_scales
+    norms, clipped, finite, nonfinite = step.grad_stats.tolist()  # what the log lines report
+    assert (finite, nonfinite) == (16 - len(OVERFLOWED), len(OVERFLOWED)) and 0 < norms < float("inf")
     backed_off = [i for i in range(1, len(eager_scales)) if eager_scales[i] < eager_scales[i - 1]]
     grown = [i for i in range(1, len(eager_scales)) if eager_scales[i] > eager_scales[i - 1]]
     assert backed_off == list(OVERFLOWED) and len(grown) >= 2

@@ -93,6 +93,32 @@ def test_train_log_has_gradient_norms(tiny_bert, sst2_dir, tmp_path, monkeypatch
         assert r["clipped_steps"] == sum(n > 0.5 for n in since)
 
 
+def test_a_log_line_averages_finite_gradient_norms_and_counts_the_others(tmp_path):
+    """A stretch of 4 steps, 2 of them with an inf or NaN gradient norm (fp16's overflows, skipped): the line's
+    gradient norm is the mean of the 2 finite ones, and the other 2 are counted; without any, the key is left out."""
+    import json
+    import time
+    from types import SimpleNamespace
+
+    from bertkit.training.results import record_loss
+
+    def line(grad_stats):
+        step = SimpleNamespace(loss_sum=torch.tensor(4.0), grad_stats=torch.tensor(grad_stats))
+        trainer = SimpleNamespace(
+            since_log=[4, time.perf_counter() - 1], step=step, output_dir=tmp_path, ckpt_dir=tmp_path,
+            accelerator=SimpleNamespace(reduce=lambda t, reduction: t, num_processes=1, is_main_process=True),
+            scheduler=SimpleNamespace(get_last_lr=lambda: [0.1]), cfg=SimpleNamespace(batch_size=8, report_to=[]),
+            memory=SimpleNamespace(record=lambda phase: {}, reset_peak=lambda: None))
+        record_loss(trainer, {"global_step": 4}, SimpleNamespace(set_postfix=lambda **kw: None))
+        assert step.grad_stats.tolist() == [0.0] * 4  # read out, and zeroed for the next stretch
+        return json.loads((tmp_path / "train_log.jsonl").read_text().splitlines()[-1])
+
+    row = line([3.0, 1.0, 2.0, 2.0])
+    assert (row["loss"], row["grad_norm"], row["clipped_steps"], row["nonfinite_grad_steps"]) == (1.0, 1.5, 1, 2)
+    assert "nonfinite_grad_steps" not in line([6.0, 0.0, 4.0, 0.0])
+    assert "grad_norm" not in line([0.0, 0.0, 0.0, 4.0])  # every step overflowed: no norm to average
+
+
 def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, sst2_dir, tmp_path):
     # lr 0: the metric cannot improve after the first evaluation, so patience 2 stops at the third (step 12)
     _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))

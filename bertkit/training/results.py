@@ -37,7 +37,8 @@ def open_run(trainer, step: int) -> None:
 def record_loss(trainer, state: dict, bar) -> None:
     """Read the summed loss and gradient norms (host reads once per log interval), averaged over processes; stop
     every process together on NaN/inf before any checkpoint can keep it; log: mean loss, learning rate, examples/s,
-    mean gradient norm (before clipping), how many steps were clipped and the peak memory since the last line."""
+    mean finite gradient norm (before clipping), how many steps were clipped, how many had an inf or NaN gradient
+    (fp16's overflows, skipped; none: the key is left out) and the peak memory since the last line."""
     n, since = trainer.since_log
     if n == 0:
         return
@@ -49,8 +50,10 @@ def record_loss(trainer, state: dict, bar) -> None:
     now = time.perf_counter()
     lr = float(max(trainer.scheduler.get_last_lr()))  # the head's rate when layer_lr_decay gives layers lower ones
     rate = n * trainer.cfg.batch_size * acc.num_processes / (now - since)
-    norm_sum, clipped, steps = trainer.step.grad_stats.tolist()
-    grads = {"grad_norm": norm_sum / steps, "clipped_steps": int(clipped)} if steps else {}
+    norm_sum, clipped, finite, nonfinite = trainer.step.grad_stats.tolist()
+    grads = {"grad_norm": norm_sum / finite, "clipped_steps": int(clipped)} if finite else {}
+    if nonfinite:  # fp16: steps whose scaled gradients overflowed, skipped (the loss scale then backs off)
+        grads["nonfinite_grad_steps"] = int(nonfinite)
     peak = trainer.memory.record("training")  # this stretch's peak: memory that grows with the run shows here
     trainer.memory.reset_peak()
     bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{rate:.0f}")

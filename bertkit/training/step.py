@@ -92,7 +92,9 @@ class EagerStep:
         self.max_grad_norm = max_grad_norm
         self.trained = [p for p in model.parameters() if p.requires_grad]
         self.loss_sum = torch.zeros((), device=accelerator.device)  # Σ micro-batch losses since the last read-out
-        self.grad_stats = torch.zeros(3, device=accelerator.device)  # Σ gradient norm, steps clipped, steps
+        # over the steps since the last read-out: Σ finite gradient norms, steps clipped, steps with a finite norm,
+        # steps with an inf or NaN one (fp16: an overflow, the step skipped)
+        self.grad_stats = torch.zeros(4, device=accelerator.device)
 
     def backward(self, batch: dict) -> None:
         loss = self.task.compute_loss(self.model, batch)
@@ -116,7 +118,9 @@ class EagerStep:
         if norm is None:  # some sharded set-ups
             return
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP2: a DTensor
-        self.grad_stats += torch.stack([norm, norm > self.max_grad_norm, torch.ones_like(norm)]).float()
+        finite = torch.isfinite(norm)
+        self.grad_stats += torch.stack([torch.where(finite, norm, 0.0), finite & (norm > self.max_grad_norm), finite,
+                                        ~finite]).float()
 
 
 class StaticStep(EagerStep):
