@@ -160,7 +160,8 @@ print("fp16: the MiniLM, %s: dev accuracy %.4f, %s s of training, step %s, preci
              --timeout 200 --tb=short -rfE \
              $THESE >"$W/these.log" 2>&1; echo "rc=$?"; grep -E "^(E |FAILED|ERROR)|passed|failed" "$W/these.log" \
              | cut -c1-300 | head -60;;
-    suite) say suite; OMP_NUM_THREADS=2 timeout 150 python3 -m pytest -v -p no:cacheprovider -n 8 --timeout 120 \
+    suite) t=$(( $(left) < 150 ? $(left) : 150 )); (( t < 60 )) && { echo "suite skipped: ${t} s left"; continue; }
+           say "suite (${t} s)"; OMP_NUM_THREADS=2 timeout $t python3 -m pytest -v -p no:cacheprovider -n 8 --timeout 120 \
              tests/test_portable.py \
              tests/test_training_options.py tests/test_contract.py tests/test_swag.py tests/test_qa.py \
              tests/test_ner.py tests/test_extract.py tests/test_memory.py tests/test_custom_task.py tests/test_heads.py \
