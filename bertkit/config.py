@@ -49,11 +49,10 @@ class Compute:
                                                "shapes bound the memory that CPU kernels and the allocator keep per "
                                                "shape, docs/memory.md).")
     train_step: str = option("auto", "How a training step runs. auto: on one CUDA device (bf16, tf32 or fp32; no "
-                                     "peft, FSDP or gradient checkpointing) a CUDA graph per batch shape, "
-                                     "captured once and replayed; elsewhere eager, as accelerate's examples do. "
-                                     "static: the graph's step run eagerly on any device (the same weights as eager "
-                                     "on a CPU); eager; graphed: as auto, fp16 with its loss scaling included, "
-                                     "and says why when it cannot.",
+                                     "peft, FSDP or gradient checkpointing) a CUDA graph per batch shape, captured "
+                                     "once and replayed; elsewhere eager, as accelerate's examples do. static: the "
+                                     "graph's step run eagerly on any device (the same weights as eager on a CPU); "
+                                     "eager; graphed: as auto, fp16 too, and says why when it cannot.",
                              choices=["auto", "eager", "static", "graphed"])
     length_buckets: int | None = option(None, "Pad training batches up to at most this many lengths, chosen from the "
                                               "data to add the fewest padded positions (the training line says how "
