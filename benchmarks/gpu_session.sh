@@ -138,9 +138,9 @@ print("seeds: %s, seed %s: dev accuracy %.4f, %s s of training, step %s" % (*sys
       t["train_seconds"], t["step"]["kind"]))' "$o/metrics.json" $st $seed 2>/dev/null \
                || { echo "seeds: $st, seed $seed rc=$rc"; tail -2 "$o.log" | cut -c1-300; }
            done; done;;
-    fp16) say "fp16: bert-base's loop, eager (as auto trains fp16) against --train-step graphed, alternated twice in one \
-process; then the MiniLM's SST-2 epoch in each, seed 42"
-          if (( $(left) < 130 )); then echo "fp16 skipped: $(left) s left"; continue; fi
+    fp16) if (( $(left) < 130 )); then echo "fp16 skipped: $(left) s left"; continue; fi
+          say "fp16: bert-base's loop, eager (as auto trains fp16) against --train-step graphed, alternated twice in \
+one process; then the MiniLM's SST-2 epoch in each, seed 42"
           timeout 120 python3 benchmarks/gpu_profile.py --model "$BB" --warm 60 --steps 100 --arms fp16,fp16graphed \
             --rounds 2 >"$W/fp16-ab.log" 2>&1; echo "rc=$?"; grep "^ab " "$W/fp16-ab.log" | cut -c1-250
           for st in eager graphed; do

@@ -280,6 +280,7 @@ def fp16_training(kind: str, grad_accum: int, fold_clip: bool = False, capture=N
     the loss divided by the accumulation, then GradScaler.scale; `clip_grad_norm_`: GradScaler.unscale_, then torch's
     clipping; `AcceleratedOptimizer.step`: GradScaler.step and update). The steps OVERFLOWED overflow (inputs of
     1e38); the scale starts at 2**16 and grows after 3 finite steps. (weights, the scale after each step, the step)"""
+    import contextlib
     from unittest import mock
 
     from bertkit.training import graphed
@@ -310,7 +311,7 @@ def fp16_training(kind: str, grad_accum: int, fold_clip: bool = False, capture=N
         return model.state_dict(), scales, step
     accelerator = SimpleNamespace(device=torch.device("cpu"), gradient_accumulation_steps=grad_accum, scaler=scaler)
     task = SimpleNamespace(compute_loss=loss_of)
-    with mock.patch.object(graphed, "GraphCapture", capture):
+    with mock.patch.object(graphed, "GraphCapture", capture) if capture else contextlib.nullcontext():
         if kind == "graphed":
             step = graphed.GraphedStep(accelerator, model, optimizer, task, 0.5, batch_size=4, log=print)
         else:
@@ -348,13 +349,14 @@ def test_fp16_loss_scaling_in_the_static_step_is_accelerates_bit_for_bit(grad_ac
 
 
 class FailingInUpdate:
-    """A capture that fails inside the step's update, after GradScaler.unscale_ (where a host read in AdamW would)."""
+    """A capture that fails after GradScaler.unscale_ ran under it (as a host read in AdamW would inside a whole-step
+    graph), leaving GradScaler's step half-way."""
 
     def run(self, fn, *args):
         return fn(*args)
 
     def __call__(self, fn, inputs):
-        step = fn.__self__ if hasattr(fn, "__self__") else fn.__closure__[0].cell_contents
+        step = fn.__self__  # the first capture is a shape's (`GraphedStep._work`), with or without accumulation
         step.scaler.unscale_(step.optimizer)
         raise RuntimeError("operation not permitted when stream is capturing")
 
