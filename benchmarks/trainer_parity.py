@@ -1,10 +1,11 @@
-"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA and STS-B, with the same model,
-data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr 1e-4), maximum length,
-precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and whether bertkit's mean
-lies within the spread of the Trainer's seeds (between its lowest and highest value).
+"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B and CoNLL-2003 NER, with
+the same model, data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr 1e-4), maximum
+length, precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and whether
+bertkit's mean lies within the spread of the Trainer's seeds (between its lowest and highest value).
 
     python benchmarks/trainer_parity.py                     # cola and stsb, minilm-l6, seeds 13,42,87
     python benchmarks/trainer_parity.py --tasks cola --seeds 13 --model PATH --max-train-samples 64 --epochs 1  # smoke
+    python benchmarks/trainer_parity.py --tasks conll2003 --set layer_lr_decay=1.0 --set casing=false --epochs 3
 
 bertkit runs as the real command in a subprocess (`bertkit finetune TASK --model M --seeds S ...`); then the
 Trainer runs in this process, seed after seed: one configuration at a time, never two at once. Both read the data
@@ -17,6 +18,13 @@ Length grouping is the one step the two do differently: both sort shuffled examp
 of (up to) 50 batches, but bertkit then shuffles the batches, while the Trainer's LengthGroupedSampler keeps each
 megabatch's batches in order, longest to shortest (its longest batch first). `--no-group-by-length` turns grouping
 off on both sides (plain shuffling), which compares the rest of the method without that difference.
+
+NER (conll2003) on the Trainer side is transformers' run_ner.py method: words tokenised with `is_split_into_words`,
+truncated at max_length, each word's first piece labelled (the others -100), DataCollatorForTokenClassification,
+seqeval's entity scores over the labelled pieces. bertkit cuts a sentence longer than max_length into windows and
+tags every word; the table's notes count the evaluation sentences the Trainer truncates (their cut words are in
+neither its gold nor its predictions). Settings the Trainer lacks (MiniLM's layer-wise decay and casing ids) are set
+to their defaults on both sides with `--set NAME=VALUE`, or the script stops.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"]}
+METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"], "conll2003": ["f1", "precision", "recall"]}
 
 
 def recipe(task: str, args):
@@ -45,7 +53,16 @@ def recipe(task: str, args):
     for name in ("max_train_samples", "max_eval_samples", "epochs", "group_by_length"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
-    return load_recipe(task, overrides)
+    return load_recipe(task, {**overrides, **args.set})
+
+
+def set_flags(values: dict) -> list[str]:
+    """`--set` values as bertkit's flags: --name value, or --name / --no-name for a yes-or-no setting."""
+    flags = []
+    for name, value in values.items():
+        flag = "--" + name.replace("_", "-")
+        flags += [flag if value else "--no-" + flag[2:]] if isinstance(value, bool) else [flag, str(value)]
+    return flags
 
 
 def same_method(cfg) -> None:
@@ -58,18 +75,21 @@ def same_method(cfg) -> None:
         ("attention_dropout", cfg.attention_dropout, None), ("reinit_pooler", cfg.reinit_pooler, False),
         ("freeze_word_embeddings", cfg.freeze_word_embeddings, False), ("early_stopping", cfg.early_stopping, None),
         ("peft", cfg.peft.method, "none"), ("memory_budget", cfg.compute.memory_budget, None),
-        ("class_weights", o.class_weights, None), ("doc_pooling", o.doc_pooling, "truncate"),
+        ("class_weights", getattr(o, "class_weights", None), None),
+        ("doc_pooling", getattr(o, "doc_pooling", "truncate"), "truncate"),
+        ("casing", getattr(o, "casing", False), False), ("context", getattr(o, "context", 0), 0),
+        ("label_all_pieces", getattr(o, "label_all_pieces", False), False),
         ("eval_every", cfg.eval_every, "epoch")) if value != default}
     if differ:
         raise SystemExit(f"{cfg.name}: the Trainer side does not reproduce {differ}; parity needs them at their "
-                         "defaults")
+                         "defaults (--set NAME=VALUE)")
 
 
 def run_bertkit(task: str, args, out: Path) -> dict:
     cfg = recipe(task, args)
     same_method(cfg)
     cmd = [sys.executable, "-m", "bertkit.cli", "finetune", task, "--model", args.model, "--seeds", args.seeds,
-           "--data-dir", cfg.data_dir, "--precision", args.precision, "--output-dir", str(out)]
+           "--data-dir", cfg.data_dir, "--precision", args.precision, "--output-dir", str(out), *set_flags(args.set)]
     for name in ("max_train_samples", "max_eval_samples", "epochs"):
         if getattr(args, name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -86,29 +106,12 @@ def run_bertkit(task: str, args, out: Path) -> dict:
             "wall_seconds": summary["wall_seconds"], "split": split}
 
 
-def trainer_seed(task: str, args, seed: int) -> dict:
-    """One Trainer run with the recipe's resolved settings; the best epoch's metrics on the recipe's first split."""
+def sequence_side(cfg, tok):
+    """Sequence classification or regression (CoLA, STS-B): model class and kwargs, encoding, collator, metrics."""
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score, matthews_corrcoef
-    from transformers import (
-        AutoModelForSequenceClassification,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-        set_seed,
-    )
+    from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-    from bertkit.device import choose_precision, default_device
-    from bertkit.models import load_tokenizer, resolve_model
-    from bertkit.tasks import get_task
-
-    t0 = time.perf_counter()
-    cfg = recipe(task, args)
-    same_method(cfg)
-    task_class = get_task(cfg.task).resolve(cfg.task_options)  # e.g. SequenceRegression for STS-B
-    train, evals, labels = task_class.load_data(cfg)
-    split, dev = next(iter(evals.items()))
-    tok = load_tokenizer(cfg.model)
     problem_type = cfg.task_options.problem_type
     regression = problem_type == "regression"
 
@@ -128,12 +131,74 @@ def trainer_seed(task: str, args, seed: int) -> dict:
         return {"mcc": float(matthews_corrcoef(p.label_ids, pred)), "accuracy": float(accuracy_score(p.label_ids,
                                                                                                       pred))}
 
+    return AutoModelForSequenceClassification, {"problem_type": problem_type}, encode, DataCollatorWithPadding(tok), \
+        metrics
+
+
+def token_side(cfg, tok, labels):
+    """NER as transformers' run_ner.py does it: the first piece of each word labelled, the rest -100, truncated at
+    max_length; seqeval's entity scores (its default mode, conlleval's rules) over the labelled pieces."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
+
+    label2id = {name: i for i, name in enumerate(labels)}
+
+    def encode(ds):
+        def pieces(batch):
+            out = tok(batch["tokens"], is_split_into_words=True, truncation=True, max_length=cfg.max_length)
+            out["labels"] = []
+            for i, tags in enumerate(batch["tags"]):
+                ids = [label2id[t] if isinstance(t, str) else t for t in tags]
+                row, previous = [], None
+                for word in out.word_ids(i):
+                    row.append(-100 if word is None or word == previous else ids[word])
+                    previous = word
+                out["labels"].append(row)
+            return out
+
+        return ds.map(pieces, batched=True, remove_columns=ds.column_names)
+
+    def metrics(p):
+        gold, pred = [], []
+        for scores, ids in zip(p.predictions, p.label_ids, strict=True):  # scores: [positions, labels]
+            keep = ids != -100
+            gold.append([labels[k] for k in ids[keep]])
+            pred.append([labels[k] for k in scores.argmax(-1)[keep]])
+        return {"f1": f1_score(gold, pred), "precision": precision_score(gold, pred),
+                "recall": recall_score(gold, pred)}
+
+    return AutoModelForTokenClassification, {"label2id": label2id}, encode, DataCollatorForTokenClassification(tok), \
+        metrics
+
+
+def truncated(cfg, tok, dev) -> int:
+    """Evaluation sentences longer than max_length word pieces (the Trainer cuts them; bertkit windows them)."""
+    return sum(len(tok(words, is_split_into_words=True)["input_ids"]) > cfg.max_length for words in dev["tokens"])
+
+
+def trainer_seed(task: str, args, seed: int) -> dict:
+    """One Trainer run with the recipe's resolved settings; the best epoch's metrics on the recipe's first split."""
+    from transformers import Trainer, TrainingArguments, set_seed
+
+    from bertkit.device import choose_precision, default_device
+    from bertkit.models import load_tokenizer, resolve_model
+    from bertkit.tasks import get_task
+
+    t0 = time.perf_counter()
+    cfg = recipe(task, args)
+    same_method(cfg)
+    task_class = get_task(cfg.task).resolve(cfg.task_options)  # e.g. SequenceRegression for STS-B
+    train, evals, labels = task_class.load_data(cfg)
+    split, dev = next(iter(evals.items()))
+    tok = load_tokenizer(cfg.model)
+    ner = cfg.task == "token-classification"
+    model_class, model_kwargs, encode, collator, metrics = token_side(cfg, tok, labels) if ner else \
+        sequence_side(cfg, tok)
     device = default_device()
     precision = choose_precision(cfg.compute.precision, device).precision
     set_seed(seed)  # before the new head is initialised, as bertkit does
-    model = AutoModelForSequenceClassification.from_pretrained(
-        resolve_model(cfg.model)[0], num_labels=len(labels), id2label=dict(enumerate(labels)),
-        problem_type=problem_type)
+    model = model_class.from_pretrained(resolve_model(cfg.model)[0], num_labels=len(labels),
+                                        id2label=dict(enumerate(labels)), **model_kwargs)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out, per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
@@ -146,11 +211,12 @@ def trainer_seed(task: str, args, seed: int) -> dict:
             data_seed=seed, report_to="none", logging_strategy="epoch", disable_tqdm=True,
             train_sampling_strategy="group_by_length" if cfg.compute.group_by_length else "random")
         trainer = Trainer(model=model, args=targs, train_dataset=encode(train), eval_dataset=encode(dev),
-                          data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
+                          data_collator=collator, compute_metrics=metrics)
         trainer.train()
         result = trainer.evaluate()
     return {"split": split, **{m: result[f"eval_{m}"] for m in METRICS[task]},
-            "wall_seconds": round(time.perf_counter() - t0, 1)}
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            **({"truncated_eval_sentences": truncated(cfg, tok, dev), "eval_sentences": len(dev)} if ner else {})}
 
 
 def run_trainer(task: str, args, out: Path) -> dict:
@@ -163,7 +229,8 @@ def run_trainer(task: str, args, out: Path) -> dict:
             path.write_text(json.dumps(trainer_seed(task, args, seed), indent=2))
         runs.append(json.loads(path.read_text()))
     return {"values": {m: [r[m] for r in runs] for m in METRICS[task]}, "split": runs[0]["split"],
-            "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 1)}
+            "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 1),
+            **{k: runs[0][k] for k in ("truncated_eval_sentences", "eval_sentences") if k in runs[0]}}
 
 
 def mean_std(values: list[float]) -> str:
@@ -189,6 +256,11 @@ def table(results: dict, args) -> str:
     lines.append("")
     lines += [f"- {task}: wall time bertkit {r['bertkit']['wall_seconds']:.0f} s (its own clock, all seeds), "
               f"Trainer {r['trainer']['wall_seconds']:.0f} s (all seeds)" for task, r in results.items()]
+    lines += [f"- {task}: the Trainer truncated {r['trainer']['truncated_eval_sentences']} of "
+              f"{r['trainer']['eval_sentences']} evaluation sentences at max_length (bertkit windows them)"
+              for task, r in results.items() if "truncated_eval_sentences" in r["trainer"]]
+    if args.set:
+        lines.append(f"- set on both sides: {', '.join(f'{k}={v}' for k, v in args.set.items())}")
     return "\n".join(lines) + "\n"
 
 
@@ -199,15 +271,20 @@ def main() -> None:
     parser.add_argument("--seeds", default="13,42,87")
     parser.add_argument("--precision", default="auto", help="bertkit's --precision; resolved once, used by both")
     parser.add_argument("--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", "../shared/data"),
-                        help="folder with one sub-folder per task (cola/, stsb/)")
+                        help="folder with one sub-folder per task (cola/, stsb/, conll2003/)")
     parser.add_argument("--output-dir", default="runs/parity")
     parser.add_argument("--max-train-samples", type=int, help="smoke tests only")
     parser.add_argument("--max-eval-samples", type=int, help="smoke tests only")
-    parser.add_argument("--epochs", type=float, help="smoke tests only (default: the recipe's)")
+    parser.add_argument("--epochs", type=float, help="default: the recipe's (for the model)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a recipe setting on both sides (YAML value), e.g. layer_lr_decay=1.0 casing=false")
     parser.add_argument("--group-by-length", action=argparse.BooleanOptionalAction,
                         help="length grouping on both sides (default: the recipe's); --no-group-by-length: "
                              "plain shuffling on both")
     args = parser.parse_args()
+    import yaml
+
+    args.set = {name.strip(): yaml.safe_load(value) for name, _, value in (item.partition("=") for item in args.set)}
 
     from bertkit.device import choose_precision, default_device
 
