@@ -1,11 +1,12 @@
-"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B and CoNLL-2003 NER, with
-the same model, data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr 1e-4), maximum
-length, precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and whether
-bertkit's mean lies within the spread of the Trainer's seeds (between its lowest and highest value).
+"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B, CoNLL-2003 NER and SQuAD
+v1.1, with the same model, data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr
+1e-4), maximum length, precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and
+whether bertkit's mean lies within the spread of the Trainer's seeds (between its lowest and highest value).
 
     python benchmarks/trainer_parity.py                     # cola and stsb, minilm-l6, seeds 13,42,87
     python benchmarks/trainer_parity.py --tasks cola --seeds 13 --model PATH --max-train-samples 64 --epochs 1  # smoke
     python benchmarks/trainer_parity.py --tasks conll2003 --set layer_lr_decay=1.0 --set casing=false --epochs 3
+    python benchmarks/trainer_parity.py --tasks squad --set layer_lr_decay=1.0 --epochs 1
 
 bertkit runs as the real command in a subprocess (`bertkit finetune TASK --model M --seeds S ...`); then the
 Trainer runs in this process, seed after seed: one configuration at a time, never two at once. Both read the data
@@ -25,6 +26,11 @@ seqeval's entity scores over the labelled pieces. bertkit cuts a sentence longer
 tags every word; the table's notes count the evaluation sentences the Trainer truncates (their cut words are in
 neither its gold nor its predictions). Settings the Trainer lacks (MiniLM's layer-wise decay and casing ids) are set
 to their defaults on both sides with `--set NAME=VALUE`, or the script stops.
+
+SQuAD v1.1 (squad) on the Trainer side is run_qa.py's method (benchmarks/parity_sides.py): windows of max_length
+overlapping by the recipe's window_overlap, labelled with the first answer (or [CLS] where it is not wholly
+inside), dynamic padding, and run_qa's postprocess_qa_predictions, scored by the SQuAD v1.1 rules.
+benchmarks/qa_decode_parity.py compares that post-processing with bertkit's on one checkpoint's logits.
 """
 
 from __future__ import annotations
@@ -42,8 +48,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
+from parity_sides import SIDES  # noqa: E402  (beside this script)
 
-METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"], "conll2003": ["f1", "precision", "recall"]}
+METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"], "conll2003": ["f1", "precision", "recall"],
+           "squad": ["f1", "exact_match"]}
+PERCENT = {"squad"}  # tasks whose metrics both sides report in percent (the others: fractions)
 
 
 def recipe(task: str, args):
@@ -79,6 +88,7 @@ def same_method(cfg) -> None:
         ("doc_pooling", getattr(o, "doc_pooling", "truncate"), "truncate"),
         ("casing", getattr(o, "casing", False), False), ("context", getattr(o, "context", 0), 0),
         ("label_all_pieces", getattr(o, "label_all_pieces", False), False),
+        ("train_answer", getattr(o, "train_answer", "first"), "first"),
         ("eval_every", cfg.eval_every, "epoch")) if value != default}
     if differ:
         raise SystemExit(f"{cfg.name}: the Trainer side does not reproduce {differ}; parity needs them at their "
@@ -106,79 +116,9 @@ def run_bertkit(task: str, args, out: Path) -> dict:
             "wall_seconds": summary["wall_seconds"], "split": split}
 
 
-def sequence_side(cfg, tok):
-    """Sequence classification or regression (CoLA, STS-B): model class and kwargs, encoding, collator, metrics."""
-    from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import accuracy_score, matthews_corrcoef
-    from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
-
-    problem_type = cfg.task_options.problem_type
-    regression = problem_type == "regression"
-
-    def encode(ds):
-        pair = "text_pair" in ds.column_names
-        ds = ds.map(lambda b: tok(b["text"], b["text_pair"] if pair else None, truncation=True,
-                                  max_length=cfg.max_length), batched=True,
-                    remove_columns=[c for c in ds.column_names if c != "label"])
-        return ds.rename_column("label", "labels")
-
-    def metrics(p):
-        if regression:
-            pred = p.predictions.reshape(-1)
-            return {"pearson": float(pearsonr(pred, p.label_ids)[0]),
-                    "spearman": float(spearmanr(pred, p.label_ids)[0])}
-        pred = p.predictions.argmax(-1)
-        return {"mcc": float(matthews_corrcoef(p.label_ids, pred)), "accuracy": float(accuracy_score(p.label_ids,
-                                                                                                      pred))}
-
-    return AutoModelForSequenceClassification, {"problem_type": problem_type}, encode, DataCollatorWithPadding(tok), \
-        metrics
-
-
-def token_side(cfg, tok, labels):
-    """NER as transformers' run_ner.py does it: the first piece of each word labelled, the rest -100, truncated at
-    max_length; seqeval's entity scores (its default mode, conlleval's rules) over the labelled pieces."""
-    from seqeval.metrics import f1_score, precision_score, recall_score
-    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
-
-    label2id = {name: i for i, name in enumerate(labels)}
-
-    def encode(ds):
-        def pieces(batch):
-            out = tok(batch["tokens"], is_split_into_words=True, truncation=True, max_length=cfg.max_length)
-            out["labels"] = []
-            for i, tags in enumerate(batch["tags"]):
-                ids = [label2id[t] if isinstance(t, str) else t for t in tags]
-                row, previous = [], None
-                for word in out.word_ids(i):
-                    row.append(-100 if word is None or word == previous else ids[word])
-                    previous = word
-                out["labels"].append(row)
-            return out
-
-        return ds.map(pieces, batched=True, remove_columns=ds.column_names)
-
-    def metrics(p):
-        gold, pred = [], []
-        for scores, ids in zip(p.predictions, p.label_ids, strict=True):  # scores: [positions, labels]
-            keep = ids != -100
-            gold.append([labels[k] for k in ids[keep]])
-            pred.append([labels[k] for k in scores.argmax(-1)[keep]])
-        return {"f1": f1_score(gold, pred), "precision": precision_score(gold, pred),
-                "recall": recall_score(gold, pred)}
-
-    return AutoModelForTokenClassification, {"label2id": label2id}, encode, DataCollatorForTokenClassification(tok), \
-        metrics
-
-
-def truncated(cfg, tok, dev) -> int:
-    """Evaluation sentences longer than max_length word pieces (the Trainer cuts them; bertkit windows them)."""
-    return sum(len(tok(words, is_split_into_words=True)["input_ids"]) > cfg.max_length for words in dev["tokens"])
-
-
 def trainer_seed(task: str, args, seed: int) -> dict:
     """One Trainer run with the recipe's resolved settings; the best epoch's metrics on the recipe's first split."""
-    from transformers import Trainer, TrainingArguments, set_seed
+    from transformers import TrainingArguments, set_seed
 
     from bertkit.device import choose_precision, default_device
     from bertkit.models import load_tokenizer, resolve_model
@@ -191,14 +131,11 @@ def trainer_seed(task: str, args, seed: int) -> dict:
     train, evals, labels = task_class.load_data(cfg)
     split, dev = next(iter(evals.items()))
     tok = load_tokenizer(cfg.model)
-    ner = cfg.task == "token-classification"
-    model_class, model_kwargs, encode, collator, metrics = token_side(cfg, tok, labels) if ner else \
-        sequence_side(cfg, tok)
+    side = SIDES[cfg.task](cfg, tok, labels, dev)
     device = default_device()
     precision = choose_precision(cfg.compute.precision, device).precision
     set_seed(seed)  # before the new head is initialised, as bertkit does
-    model = model_class.from_pretrained(resolve_model(cfg.model)[0], num_labels=len(labels),
-                                        id2label=dict(enumerate(labels)), **model_kwargs)
+    model = side.model_class.from_pretrained(resolve_model(cfg.model)[0], **side.model_kwargs)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out, per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
@@ -210,13 +147,13 @@ def trainer_seed(task: str, args, seed: int) -> dict:
             bf16=precision == "bf16", fp16=precision == "fp16", use_cpu=device.type == "cpu", seed=seed,
             data_seed=seed, report_to="none", logging_strategy="epoch", disable_tqdm=True,
             train_sampling_strategy="group_by_length" if cfg.compute.group_by_length else "random")
-        trainer = Trainer(model=model, args=targs, train_dataset=encode(train), eval_dataset=encode(dev),
-                          data_collator=collator, compute_metrics=metrics)
+        trainer = side.trainer_class()(model=model, args=targs, train_dataset=side.encode_train(train),
+                                       eval_dataset=side.encode_eval(dev), data_collator=side.collator,
+                                       compute_metrics=side.metrics)
         trainer.train()
         result = trainer.evaluate()
     return {"split": split, **{m: result[f"eval_{m}"] for m in METRICS[task]},
-            "wall_seconds": round(time.perf_counter() - t0, 1),
-            **({"truncated_eval_sentences": truncated(cfg, tok, dev), "eval_sentences": len(dev)} if ner else {})}
+            "wall_seconds": round(time.perf_counter() - t0, 1), **side.notes}
 
 
 def run_trainer(task: str, args, out: Path) -> dict:
@@ -230,12 +167,13 @@ def run_trainer(task: str, args, out: Path) -> dict:
         runs.append(json.loads(path.read_text()))
     return {"values": {m: [r[m] for r in runs] for m in METRICS[task]}, "split": runs[0]["split"],
             "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 1),
-            **{k: runs[0][k] for k in ("truncated_eval_sentences", "eval_sentences") if k in runs[0]}}
+            **{k: runs[0][k] for k in ("truncated_eval_sentences", "eval_sentences", "eval_windows", "eval_questions")
+               if k in runs[0]}}
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: list[float], scale: float = 100) -> str:
     std = np.std(values, ddof=1) if len(values) > 1 else 0.0
-    return f"{100 * np.mean(values):.2f} ± {100 * std:.2f}"
+    return f"{scale * np.mean(values):.2f} ± {scale * std:.2f}"
 
 
 def table(results: dict, args) -> str:
@@ -247,18 +185,21 @@ def table(results: dict, args) -> str:
              "| task | metric | bertkit | Trainer | bertkit per seed | Trainer per seed | "
              "bertkit mean within the Trainer seeds' range |", "|---|---|---|---|---|---|---|"]
     for task, r in results.items():
+        scale = 1 if task in PERCENT else 100
         for m in METRICS[task]:
             ours, theirs = r["bertkit"]["values"][m], r["trainer"]["values"][m]
             inside = min(theirs) <= np.mean(ours) <= max(theirs)
-            lines.append(f"| {task} ({r['bertkit']['split']}) | {m} | {mean_std(ours)} | {mean_std(theirs)} | "
-                         f"{', '.join(f'{100 * v:.2f}' for v in ours)} | "
-                         f"{', '.join(f'{100 * v:.2f}' for v in theirs)} | {'yes' if inside else 'no'} |")
+            lines.append(f"| {task} ({r['bertkit']['split']}) | {m} | {mean_std(ours, scale)} | "
+                         f"{mean_std(theirs, scale)} | {', '.join(f'{scale * v:.2f}' for v in ours)} | "
+                         f"{', '.join(f'{scale * v:.2f}' for v in theirs)} | {'yes' if inside else 'no'} |")
     lines.append("")
     lines += [f"- {task}: wall time bertkit {r['bertkit']['wall_seconds']:.0f} s (its own clock, all seeds), "
               f"Trainer {r['trainer']['wall_seconds']:.0f} s (all seeds)" for task, r in results.items()]
     lines += [f"- {task}: the Trainer truncated {r['trainer']['truncated_eval_sentences']} of "
               f"{r['trainer']['eval_sentences']} evaluation sentences at max_length (bertkit windows them)"
               for task, r in results.items() if "truncated_eval_sentences" in r["trainer"]]
+    lines += [f"- {task}: {r['trainer']['eval_questions']} evaluation questions in {r['trainer']['eval_windows']} "
+              "windows on the Trainer side" for task, r in results.items() if "eval_windows" in r["trainer"]]
     if args.set:
         lines.append(f"- set on both sides: {', '.join(f'{k}={v}' for k, v in args.set.items())}")
     return "\n".join(lines) + "\n"
@@ -289,6 +230,8 @@ def main() -> None:
     from bertkit.device import choose_precision, default_device
 
     args.precision = choose_precision(args.precision, default_device()).precision
+    if unknown := set(args.tasks.split(",")) - set(METRICS):
+        raise SystemExit(f"--tasks: no Trainer side for {', '.join(sorted(unknown))}; known: {', '.join(METRICS)}")
     out = Path(args.output_dir)
     results = {}
     for task in args.tasks.split(","):
