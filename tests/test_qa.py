@@ -179,6 +179,34 @@ def test_real_squad_files_parse_completely():
     assert max(len(a["text"]) for a in evals["validation"]["answers"]) >= 3
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
+def test_windows_and_labels_are_run_qas(tiny_bert, monkeypatch):
+    """bertkit's QA windows and answer labels are run_qa.py's (its prepare_train_features, as transcribed for the
+    Trainer reference in benchmarks/parity_sides.py): the same input ids, token types and start/end labels, window for
+    window, on real SQuAD questions cut into several short windows, so answers outside a window label [CLS]."""
+    from pathlib import Path
+
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from bertkit.tasks.question_answering import QuestionAnswering
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
+    from parity_sides import qa_windows
+
+    cfg = load_recipe("squad", {"data_dir": str(SHARED_DATA / "squad"), "max_length": 128, "max_eval_samples": 300,
+                                "task_options": {"window_overlap": 32}})
+    questions = QuestionAnswering.load_split(cfg, "validation", [])
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    task = QuestionAnswering(AutoModelForQuestionAnswering.from_pretrained(tiny_bert), tok, max_length=128,
+                             options=cfg.task_options)
+    ours, theirs = task.encode(questions), qa_windows(cfg, tok, questions, keep_offsets=False)
+    columns = ("input_ids", "token_type_ids", "start_positions", "end_positions")
+    assert len(ours) == len(theirs) > 1.5 * len(questions)  # most contexts need several windows of 128
+    assert [[row[c] for c in columns] for row in ours] == [[row[c] for c in columns] for row in theirs]
+    starts = list(ours["start_positions"])
+    assert 0 < starts.count(0) < len(starts)  # windows without the answer ([CLS]) and windows with it
+
+
 # --- end to end --------------------------------------------------------------------------------------------------
 def test_finetune_writes_official_predictions_and_learns(qa_run, squad_dir):
     out, stderr = qa_run
