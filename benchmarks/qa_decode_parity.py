@@ -21,7 +21,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from parity_sides import postprocess, qa_windows  # noqa: E402
@@ -38,6 +37,7 @@ def main() -> None:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     from bertkit.config_files import load_recipe
+    from bertkit.inference import forward_all
     from bertkit.metrics.squad import squad_scores
     from bertkit.tasks import get_task
 
@@ -50,23 +50,17 @@ def main() -> None:
     task = task_class(model, tok, max_length=cfg.max_length, options=cfg.task_options)
     features = task.encode(dev)
 
-    for name, split, ours in (("training", train, task.encode(train)), ("validation", dev, features)):
-        theirs = qa_windows(cfg, tok, split, keep_offsets=False)
+    dev_windows = qa_windows(cfg, tok, dev, keep_offsets=True)  # run_qa's, with what its post-processing reads
+    for name, ours, theirs in (("training", task.encode(train), qa_windows(cfg, tok, train, keep_offsets=False)),
+                               ("validation", features, dev_windows)):
         columns = ("input_ids", "token_type_ids", "start_positions", "end_positions")
         rows = [list(zip(*(side[c] for c in columns), strict=True)) for side in (ours, theirs)]
         alike = sum(a == b for a, b in zip(*rows, strict=True)) if len(ours) == len(theirs) else 0
         print(f"{name} windows encoded alike (input ids, answer labels): {alike} of {len(ours)} "
               f"(run_qa's: {len(theirs)})")
 
-    outputs = []  # per window: {start_logits, end_logits} over its own positions, fp32
-    with torch.inference_mode():
-        for i in range(0, len(features), args.batch_size):
-            part = features.select(range(i, min(i + args.batch_size, len(features))))
-            batch = task.collate(list(part))
-            out = model(**{k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
-            for w, n in enumerate(part["length"]):  # logits: [batch, positions]
-                outputs.append({"start_logits": out.start_logits[w, :n].float().numpy(),
-                                "end_logits": out.end_logits[w, :n].float().numpy()})
+    task.output_reducer = lambda features: None  # keep each window's logits: run_qa's decoding reads them all
+    outputs = forward_all(task, features, args.batch_size)  # per window: {start_logits, end_logits} (length,), fp32
 
     ours = {p["id"]: p["answer"] for p in task.answers(outputs, dev, features)}
     references = dict(zip(dev["id"], (a["text"] for a in dev["answers"]), strict=True))
@@ -74,7 +68,7 @@ def main() -> None:
     padded = [np.stack([np.pad(o[k], (0, width - len(o[k])), constant_values=-100.0) for o in outputs])
               for k in ("start_logits", "end_logits")]  # as the Trainer hands them over: [windows, width], -100 pad
     o = cfg.task_options
-    theirs = postprocess(dev, qa_windows(cfg, tok, dev, keep_offsets=True), *padded, o.n_best, o.max_answer_length)
+    theirs = postprocess(dev, dev_windows, *padded, o.n_best, o.max_answer_length)
     differ = [q for q in references if ours[q] != theirs[q]]
     print(f"{args.checkpoint}: {len(dev)} questions in {len(features)} windows")
     for name, answers in (("bertkit", ours), ("run_qa's postprocess", theirs)):
