@@ -27,8 +27,8 @@ class Side:
         """transformers' Trainer, or where `eval_in_order` one that evaluates in the dataset's order. With
         `train_sampling_strategy="group_by_length"`, transformers 5 groups the evaluation set by length too
         (`Trainer._get_eval_sampler`), which reorders the predictions; run_qa.py's post-processing reads them by
-        position, so with grouping it pairs windows with the wrong questions (this script's first SQuAD run scored
-        F1 4.4 that way, at an evaluation loss of 1.95)."""
+        position, so with grouping it pairs windows with the wrong questions (docs/results.md, the SQuAD parity
+        section)."""
         from torch.utils.data import SequentialSampler
         from transformers import Trainer
 
