@@ -123,11 +123,11 @@ def qa_windows(cfg, tok, ds, keep_offsets: bool):
             ids, sequence = enc["input_ids"][w], enc.sequence_ids(w)
             cls_index = ids.index(tok.cls_token_id)
             answer = batch["answers"][owner[w]]
-            start_char = answer["answer_start"][0]
-            end_char = start_char + len(answer["text"][0])
+            start_char = answer["answer_start"][0] if answer["answer_start"] else None  # None: unanswerable (2.0)
+            end_char = start_char + len(answer["text"][0]) if answer["answer_start"] else None
             first = sequence.index(1)
             last = len(sequence) - 1 - sequence[::-1].index(1)
-            if not (offsets[first][0] <= start_char and offsets[last][1] >= end_char):
+            if start_char is None or not (offsets[first][0] <= start_char and offsets[last][1] >= end_char):
                 start = end = cls_index
             else:
                 while first < len(offsets) and offsets[first][0] <= start_char:
@@ -146,11 +146,20 @@ def qa_windows(cfg, tok, ds, keep_offsets: bool):
     return ds.map(windows, batched=True, remove_columns=ds.column_names)
 
 
-def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30):
-    """run_qa.py's postprocess_qa_predictions for SQuAD v1.1: {question id: answer text}. `windows`: the
-    evaluation windows of `qa_windows(..., keep_offsets=True)`; logits: [windows, positions], padded with -100."""
-    candidates = defaultdict(list)  # question id → [(score, start char, end char)]
+def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
+                with_null: bool = False):
+    """run_qa.py's postprocess_qa_predictions. SQuAD v1.1: {question id: answer text}. With `with_null` (its
+    `version_2_with_negative`): ({question id: best non-null answer}, {question id: null odds}), the null odds being
+    its `score_diff` (what it writes to null_odds.json): the null score (start + end logit at position 0, the minimum
+    over the question's windows) minus the best non-null answer's start and end logits; run_qa answers "" where they
+    exceed its `null_score_diff_threshold`. `windows`: the evaluation windows of `qa_windows(..., keep_offsets=True)`;
+    logits: [windows, positions], padded with -100."""
+    candidates = defaultdict(list)  # question id → [(score, start char, end char, start logit, end logit)]
+    null = {}  # question id → (score, 0, 0, start logit, end logit) of its window with the lowest null score
     for w, (qid, offsets) in enumerate(zip(windows["example_id"], windows["offset_mapping"], strict=True)):
+        window_null = (start_logits[w][0] + end_logits[w][0], 0, 0, start_logits[w][0], end_logits[w][0])
+        if qid not in null or null[qid][0] > window_null[0]:
+            null[qid] = window_null
         starts = np.argsort(start_logits[w])[-1:-n_best - 1:-1]
         ends = np.argsort(end_logits[w])[-1:-n_best - 1:-1]
         for s in starts:
@@ -159,29 +168,57 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
                     continue
                 if e < s or e - s + 1 > max_answer_length:
                     continue
-                candidates[qid].append((start_logits[w][s] + end_logits[w][e], offsets[s][0], offsets[e][1]))
-    answers = {}
+                candidates[qid].append((start_logits[w][s] + end_logits[w][e], offsets[s][0], offsets[e][1],
+                                        start_logits[w][s], end_logits[w][e]))
+    answers, odds = {}, {}
     for qid, context in zip(examples["id"], examples["context"], strict=True):
-        best = sorted(candidates[qid], key=lambda c: c[0], reverse=True)[:n_best]
-        text = context[best[0][1]:best[0][2]] if best else ""
-        answers[qid] = "empty" if not best or (len(best) == 1 and not text) else text
-    return answers
+        best = sorted(candidates[qid] + ([null[qid]] if with_null else []), key=lambda c: c[0], reverse=True)
+        best = best[:n_best]
+        if with_null and not any(c[1:3] == (0, 0) for c in best):
+            best.append(null[qid])  # the null answer stays among the n best
+        texts = [context[c[1]:c[2]] for c in best]
+        if not best or (len(best) == 1 and not texts[0]):
+            texts.insert(0, "empty")
+            best.insert(0, (0.0, 0, 0, 0.0, 0.0))
+        if not with_null:
+            answers[qid] = texts[0]
+            continue
+        i = next(i for i, text in enumerate(texts) if text)  # the best non-null answer
+        answers[qid] = texts[i]
+        odds[qid] = float(null[qid][0] - best[i][3] - best[i][4])
+    return (answers, odds) if with_null else answers
+
+
+def squad_v2_decided(spans: dict, odds: dict, references: dict) -> dict:
+    """SQuAD 2.0 scored as bertkit scores its own runs: the official script's best F1 threshold on the null odds
+    chosen for these questions (the best non-null `spans`), the answers decided at it ("" where the odds exceed it),
+    and the official metrics of those answers with the null odds as the no-answer scores (`--na-prob-file`)."""
+    from bertkit.metrics.squad_v2 import best_threshold, raw_scores, squad_v2_scores
+
+    has_answer = {q: bool(r) for q, r in references.items()}
+    threshold = best_threshold(spans, raw_scores(spans, references)[1], odds, has_answer)[1]
+    answers = {q: "" if odds[q] > threshold else text for q, text in spans.items()}
+    return {**squad_v2_scores(answers, references, odds), "threshold": threshold}
 
 
 def qa_side(cfg, tok, labels, dev) -> Side:
     """Extractive QA as run_qa.py does it: windows as `qa_windows`; answers by `postprocess` (run_qa's
     postprocess_qa_predictions: the 20 best starts × 20 best ends of each window over all its positions, kept where
     both lie in the context, end ≥ start and at most max_answer_length tokens, ranked by start + end logit over the
-    question's windows; "empty" where none is left); scored by the SQuAD v1.1 script's rules (bertkit's local copy
-    of evaluate's `squad`, in percent). The evaluation windows carry labels too, so that the Trainer calls
-    `compute_metrics` (it does not without labels): they change only the reported evaluation loss. The post-processing
-    finds each window's question by its position, so the Trainer must evaluate in order (`eval_in_order`)."""
+    question's windows; "empty" where none is left); SQuAD v1.1 scored by the v1.1 script's rules (bertkit's local
+    copy of evaluate's `squad`, in percent); SQuAD 2.0 (the recipe's allow_no_answer) by `squad_v2_decided`, the
+    official script's metrics at the best F1 threshold on run_qa's null odds. The evaluation windows carry labels
+    too, so that the Trainer calls `compute_metrics` (it does not without labels): they change only the reported
+    evaluation loss. The post-processing finds each window's question by its position, so the Trainer must evaluate
+    in order (`eval_in_order`)."""
     from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
     from bertkit.metrics.squad import squad_scores
 
     o = cfg.task_options
+    v2 = o.allow_no_answer
     dev_windows = qa_windows(cfg, tok, dev, keep_offsets=True)
+    references = dict(zip(dev["id"], (list(a["text"]) for a in dev["answers"]), strict=True))
 
     def encode_eval(ds):
         assert ds is dev, "the QA side evaluates the split it was built for"
@@ -189,8 +226,10 @@ def qa_side(cfg, tok, labels, dev) -> Side:
 
     def metrics(p):
         start_logits, end_logits = p.predictions  # [windows, positions] each, padded with -100
-        answers = postprocess(dev, dev_windows, start_logits, end_logits, o.n_best, o.max_answer_length)
-        scores = squad_scores(answers, dict(zip(dev["id"], (a["text"] for a in dev["answers"]), strict=True)))
+        answers = postprocess(dev, dev_windows, start_logits, end_logits, o.n_best, o.max_answer_length, v2)
+        if v2:
+            return squad_v2_decided(*answers, references)
+        scores = squad_scores(answers, references)
         return {"f1": scores["f1"], "exact_match": scores["exact_match"]}
 
     return Side(AutoModelForQuestionAnswering, {}, lambda ds: qa_windows(cfg, tok, ds, keep_offsets=False),

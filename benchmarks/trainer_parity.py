@@ -1,12 +1,13 @@
-"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B, CoNLL-2003 NER and SQuAD
-v1.1, with the same model, data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr
-1e-4), maximum length, precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and
+"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B, CoNLL-2003 NER, SQuAD v1.1
+and SQuAD 2.0, with the same model, data, hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's
+lr 1e-4), maximum length, precision and seeds. Prints, per task and metric, both sides' mean ± std over the seeds and
 whether bertkit's mean lies within the spread of the Trainer's seeds (between its lowest and highest value).
 
     python benchmarks/trainer_parity.py                     # cola and stsb, minilm-l6, seeds 13,42,87
     python benchmarks/trainer_parity.py --tasks cola --seeds 13 --model PATH --max-train-samples 64 --epochs 1  # smoke
     python benchmarks/trainer_parity.py --tasks conll2003 --set layer_lr_decay=1.0 --set casing=false --epochs 3
     python benchmarks/trainer_parity.py --tasks squad --set layer_lr_decay=1.0 --epochs 1
+    python benchmarks/trainer_parity.py --tasks squad_v2 --set layer_lr_decay=1.0 --epochs 2
 
 bertkit runs as the real command in a subprocess (`bertkit finetune TASK --model M --seeds S ...`); then the
 Trainer runs in this process, seed after seed: one configuration at a time, never two at once. Both read the data
@@ -30,7 +31,11 @@ to their defaults on both sides with `--set NAME=VALUE`, or the script stops.
 SQuAD v1.1 (squad) on the Trainer side is run_qa.py's method (benchmarks/parity_sides.py): windows of max_length
 overlapping by the recipe's window_overlap, labelled with the first answer (or [CLS] where it is not wholly
 inside), dynamic padding, and run_qa's postprocess_qa_predictions, scored by the SQuAD v1.1 rules.
-benchmarks/qa_decode_parity.py compares that post-processing with bertkit's on one checkpoint's logits.
+SQuAD 2.0 (squad_v2) adds run_qa's `version_2_with_negative`: unanswerable questions labelled [CLS], and its null
+odds (null_odds.json); both sides are scored as bertkit scores a run, by the official script's metrics at the
+threshold on the null odds that maximises F1 on the evaluation set (run_qa itself answers at a threshold of 0 and
+hands the metric no-answer probabilities of 0). benchmarks/qa_decode_parity.py compares that post-processing with
+bertkit's on one checkpoint's logits.
 """
 
 from __future__ import annotations
@@ -51,8 +56,8 @@ import numpy as np  # noqa: E402
 from parity_sides import SIDES  # noqa: E402  (beside this script)
 
 METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"], "conll2003": ["f1", "precision", "recall"],
-           "squad": ["f1", "exact_match"]}
-PERCENT = {"squad"}  # tasks whose metrics both sides report in percent (the others: fractions)
+           "squad": ["f1", "exact_match"], "squad_v2": ["best_f1", "best_exact", "HasAns_f1", "NoAns_f1"]}
+PERCENT = {"squad", "squad_v2"}  # tasks whose metrics both sides report in percent (the others: fractions)
 
 
 def recipe(task: str, args):
@@ -212,7 +217,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="13,42,87")
     parser.add_argument("--precision", default="auto", help="bertkit's --precision; resolved once, used by both")
     parser.add_argument("--data-dir", default=os.environ.get("BERTKIT_DATA_DIR", "../shared/data"),
-                        help="folder with one sub-folder per task (cola/, stsb/, conll2003/)")
+                        help="folder with one sub-folder per task (cola/, stsb/, conll2003/, ...)")
     parser.add_argument("--output-dir", default="runs/parity")
     parser.add_argument("--max-train-samples", type=int, help="smoke tests only")
     parser.add_argument("--max-eval-samples", type=int, help="smoke tests only")
