@@ -179,11 +179,14 @@ def test_real_squad_files_parse_completely():
     assert max(len(a["text"]) for a in evals["validation"]["answers"]) >= 3
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared SQuAD not available")
-def test_windows_and_labels_are_run_qas(tiny_bert, monkeypatch):
+@pytest.mark.parametrize("recipe", ["squad", "squad_v2"])
+def test_windows_and_labels_are_run_qas(recipe, tiny_bert, monkeypatch):
     """bertkit's QA windows and answer labels are run_qa.py's (its prepare_train_features, as transcribed for the
     Trainer reference in benchmarks/parity_sides.py): the same input ids, token types and start/end labels, window for
-    window, on real SQuAD questions cut into several short windows, so answers outside a window label [CLS]."""
+    window, on real SQuAD questions cut into several short windows, so answers outside a window label [CLS], as do
+    SQuAD 2.0's unanswerable questions."""
+    if not (SHARED_DATA / recipe).is_dir():
+        pytest.skip(f"shared {recipe} data not available")
     from pathlib import Path
 
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -193,7 +196,7 @@ def test_windows_and_labels_are_run_qas(tiny_bert, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
     from parity_sides import qa_windows
 
-    cfg = load_recipe("squad", {"data_dir": str(SHARED_DATA / "squad"), "max_length": 128, "max_eval_samples": 300,
+    cfg = load_recipe(recipe, {"data_dir": str(SHARED_DATA / recipe), "max_length": 128, "max_eval_samples": 300,
                                 "task_options": {"window_overlap": 32}})
     questions = QuestionAnswering.load_split(cfg, "validation", [])
     tok = AutoTokenizer.from_pretrained(tiny_bert)
@@ -205,6 +208,9 @@ def test_windows_and_labels_are_run_qas(tiny_bert, monkeypatch):
     assert [[row[c] for c in columns] for row in ours] == [[row[c] for c in columns] for row in theirs]
     starts = list(ours["start_positions"])
     assert 0 < starts.count(0) < len(starts)  # windows without the answer ([CLS]) and windows with it
+    unanswerable = {q for q, a in enumerate(questions["answers"]) if not a["text"]}
+    assert (recipe == "squad_v2") == bool(unanswerable)
+    assert all(s == 0 for q, s in zip(ours["example_index"], starts, strict=True) if q in unanswerable)
 
 
 # --- end to end --------------------------------------------------------------------------------------------------
