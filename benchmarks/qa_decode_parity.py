@@ -104,8 +104,8 @@ def compare_v2(task, outputs, dev, features, dev_windows, padded, references, cf
     theirs = squad_v2_decided(their_spans, their_odds, references)
     gaps = {q: abs(odds[q] - their_odds[q]) for q in references}
     worst = max(gaps, key=gaps.get)
-    print(f"  null odds: largest difference {gaps[worst]:.2e} (question {worst}), over {len(gaps)} questions "
-          f"{sum(g > 1e-4 for g in gaps.values())} differ by more than 1e-4")
+    print(f"  null odds: largest difference {gaps[worst]:.2e} (question {worst}); "
+          f"{sum(g > 1e-4 for g in gaps.values())} of {len(gaps)} questions differ by more than 1e-4")
     differ(spans, their_spans, references, "best non-null answer differs")
     at_zero = [{q: "" if odds_[q] > 0.0 else text for q, text in spans_.items()}
                for spans_, odds_ in ((spans, odds), (their_spans, their_odds))]
