@@ -8,8 +8,8 @@ with a whole Trainer run.
 
 Prints first how many training and validation windows the two encode alike (input ids and answer labels: bertkit's
 `encode` against run_qa's prepare_train_features), then each decoder's scores and how many questions the two answer
-differently. SQuAD 2.0 adds the null odds (the largest difference between the two sides' over the questions), the
-questions whose best non-null answer differs, and the answers at run_qa's default threshold (0); the scores are the
+differently. SQuAD 2.0 adds the largest difference between the two sides' null odds, the questions whose best
+non-null answer differs, and those answered differently at run_qa's default threshold (0); its scores are the
 official script's at the best F1 threshold chosen on these questions, bertkit's as `bertkit finetune` scores an
 evaluation (its own threshold search), run_qa's by parity_sides.squad_v2_decided.
 """
@@ -74,7 +74,8 @@ def main() -> None:
               for k in ("start_logits", "end_logits")]  # as the Trainer hands them over: [windows, width], -100 pad
     references = dict(zip(dev["id"], (list(a["text"]) for a in dev["answers"]), strict=True))
     if o.allow_no_answer:
-        return compare_v2(task, outputs, dev, features, dev_windows, padded, references, cfg)
+        compare_v2(task, outputs, dev, features, dev_windows, padded, references, cfg)
+        return
     ours = {p["id"]: p["answer"] for p in task.answers(outputs, dev, features)}
     theirs = postprocess(dev, dev_windows, *padded, o.n_best, o.max_answer_length)
     for name, answers in (("bertkit", ours), ("run_qa's postprocess", theirs)):
@@ -113,6 +114,7 @@ def compare_v2(task, outputs, dev, features, dev_windows, padded, references, cf
     for name, s in (("bertkit", metrics), ("run_qa's postprocess", theirs)):
         print(f"  {name:22s} best F1 {s['best_f1']:.2f} (threshold {s['best_f1_thresh']:.3f})  best exact "
               f"{s['best_exact']:.2f}  HasAns F1 {s['HasAns_f1']:.2f}  NoAns {s['NoAns_f1']:.2f}")
+
 
 if __name__ == "__main__":
     main()
