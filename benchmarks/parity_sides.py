@@ -40,9 +40,11 @@ class Side:
 
 
 def sequence_side(cfg, tok, labels, dev) -> Side:
-    """Sequence classification or regression (CoLA, STS-B), as run_glue.py: pairs truncated to max_length."""
+    """Sequence classification or regression (CoLA, STS-B, and the pair tasks MRPC, RTE, MNLI), as run_glue.py:
+    one text or a pair, truncated to max_length (`truncation=True`: the longer text loses a token at a time); F1
+    of label 1 where there are two labels (MRPC's paraphrase class, as GLUE's metric)."""
     from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import accuracy_score, matthews_corrcoef
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
     from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
     problem_type = cfg.task_options.problem_type
@@ -61,8 +63,9 @@ def sequence_side(cfg, tok, labels, dev) -> Side:
             return {"pearson": float(pearsonr(pred, p.label_ids)[0]),
                     "spearman": float(spearmanr(pred, p.label_ids)[0])}
         pred = p.predictions.argmax(-1)
-        return {"mcc": float(matthews_corrcoef(p.label_ids, pred)), "accuracy": float(accuracy_score(p.label_ids,
-                                                                                                      pred))}
+        scores = {"mcc": float(matthews_corrcoef(p.label_ids, pred)),
+                  "accuracy": float(accuracy_score(p.label_ids, pred))}
+        return {**scores, "f1": float(f1_score(p.label_ids, pred))} if len(labels) == 2 else scores
 
     return Side(AutoModelForSequenceClassification, {"problem_type": problem_type, "num_labels": len(labels),
                                                      "id2label": dict(enumerate(labels))},

@@ -163,3 +163,35 @@ def test_a_hub_checkpoint_of_another_task_gets_a_new_head(tiny_bert, tmp_path, m
     rte = SequenceClassification.from_pretrained("acme/mnli", label_names=["entailment", "not_entailment"])
     assert rte.model.classifier.out_features == 2
     assert "acme/mnli: its head for ['entailment', 'neutral', 'contradiction'] is replaced" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("recipe", ["mrpc", "rte", "mnli", "cola"])
+def test_encoding_is_run_glues(recipe, tiny_bert, monkeypatch):
+    """bertkit encodes single texts and pairs as run_glue.py does (as transcribed for the Trainer reference in
+    benchmarks/parity_sides.py): the same input ids, token types and labels, example for example, on real GLUE
+    data at a max_length of 32, so that most pairs are cut and which text loses tokens matters."""
+    if not (SHARED_DATA / recipe).is_dir():
+        pytest.skip(f"shared {recipe} data not available")
+    from pathlib import Path
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "benchmarks"))
+    from parity_sides import sequence_side
+
+    cfg = load_recipe(recipe, {"data_dir": str(SHARED_DATA / recipe), "max_length": 32, "max_train_samples": 400,
+                                "max_eval_samples": 400})
+    train, evals, labels = SequenceClassification.load_data(cfg)
+    dev = next(iter(evals.values()))
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=len(labels))
+    task = SequenceClassification(model, tok, label_names=labels, max_length=32, options=cfg.task_options)
+    side = sequence_side(cfg, tok, labels, dev)
+    columns = ("input_ids", "token_type_ids", "labels")
+    for examples in (train, dev):
+        ours, theirs = task.encode(examples), side.encode_train(examples)
+        assert len(ours) == len(theirs) == len(examples) > 100
+        assert [[row[c] for c in columns] for row in ours] == [[row[c] for c in columns] for row in theirs]
+        if recipe != "cola":  # most pairs are cut (CoLA's sentences are short)
+            assert sum(length == 32 for length in ours["length"]) > len(examples) / 2
+        assert any(1 in types for types in ours["token_type_ids"]) == (recipe != "cola")  # pairs: segment B
