@@ -1,11 +1,12 @@
-"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on CoLA, STS-B, the sentence pairs of
-MRPC, RTE and MNLI (its matched dev set), CoNLL-2003 NER, SQuAD v1.1 and SQuAD 2.0, with the same model, data,
+"""Parity of method: `bertkit finetune` against transformers' own `Trainer` on SST-2, CoLA, STS-B, the sentence pairs
+of MRPC, RTE, MNLI (its matched dev set) and WNLI, CoNLL-2003 NER, SQuAD v1.1 and SQuAD 2.0, with the same model, data,
 hyper-parameters (the recipe's values resolved for the model, e.g. MiniLM's lr 1e-4), maximum length, precision and
 seeds. Prints, per task and metric, both sides' mean ± std over the seeds and whether bertkit's mean lies within the
 spread of the Trainer's seeds (between its lowest and highest value).
 
     python benchmarks/trainer_parity.py                     # cola and stsb, minilm-l6, seeds 13,42,87
     python benchmarks/trainer_parity.py --tasks mrpc,rte,mnli
+    python benchmarks/trainer_parity.py --tasks sst2 --epochs 1   # the quickstart's one epoch
     python benchmarks/trainer_parity.py --tasks cola --seeds 13 --model PATH --max-train-samples 64 --epochs 1  # smoke
     python benchmarks/trainer_parity.py --tasks conll2003 --set layer_lr_decay=1.0 --set casing=false --epochs 3
     python benchmarks/trainer_parity.py --tasks squad --set layer_lr_decay=1.0 --epochs 1
@@ -57,8 +58,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 from parity_sides import SIDES  # noqa: E402  (beside this script)
 
-METRICS = {"cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"], "mrpc": ["f1", "accuracy"],
-           "rte": ["accuracy"], "mnli": ["accuracy"], "conll2003": ["f1", "precision", "recall"],
+METRICS = {"sst2": ["accuracy", "f1"], "cola": ["mcc", "accuracy"], "stsb": ["pearson", "spearman"],
+           "mrpc": ["f1", "accuracy"], "rte": ["accuracy"], "mnli": ["accuracy"], "wnli": ["accuracy"],
+           "conll2003": ["f1", "precision", "recall"],
            "squad": ["f1", "exact_match"], "squad_v2": ["best_f1", "best_exact", "HasAns_f1", "NoAns_f1"]}
 PERCENT = {"squad", "squad_v2"}  # tasks whose metrics both sides report in percent (the others: fractions)
 
