@@ -8,7 +8,7 @@ export BERTKIT_DATA_DIR
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # Quickstart: packaged MiniLM, one epoch of SST-2 (local files offline, else the hub's GLUE copy), dev accuracy.
 
-.PHONY: setup test test-slow test-all test-min quickstart bench bench-deploy lint clean
+.PHONY: setup test test-slow test-all test-min test-py313 which-py313 quickstart bench bench-deploy lint clean
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,25 @@ $(VENV)-min/.installed: pyproject.toml constraints-min.txt
 test-min: $(VENV)-min/.installed
 	$(OFFLINE) $(VENV)-min/bin/python $(PYTEST)
 
+# `make test`'s selection again on Python 3.13, the newest Python the suite runs on (pyproject's floor, 3.11, is
+# .venv's), in .venv-py313: torch 2.13.0 from PyPI (its CUDA build, run on the CPU: the CPU build on this disk is
+# Python 3.11's), the rest as pip resolves it. PY313: the interpreter (default: a python3.13 that runs, else pyenv's).
+PY313 ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo $$p; break; }; done)
+
+which-py313:
+	@echo $(PY313)
+
+$(VENV)-py313/.installed: pyproject.toml
+	@test -n "$(PY313)" || { echo "no Python 3.13 found: make test-py313 PY313=/path/to/python3.13"; exit 2; }
+	$(PY313) -m venv $(VENV)-py313
+	$(VENV)-py313/bin/pip install -q torch==2.13.0
+	$(VENV)-py313/bin/pip install -q -e ".[dev]" torch==2.13.0
+	touch $@
+
+test-py313: $(VENV)-py313/.installed
+	$(OFFLINE) $(VENV)-py313/bin/python $(PYTEST) -m "not slow"
+
 quickstart: setup
 	$(BIN)/python -m bertkit.quickstart --output-dir runs/quickstart-$$(date +%Y%m%d-%H%M%S)
 
@@ -70,4 +89,4 @@ lint: setup
 	$(BIN)/ruff check bertkit tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) $(VENV)-min runs .pytest_cache
+	rm -rf $(VENV) $(VENV)-min $(VENV)-py313 runs .pytest_cache

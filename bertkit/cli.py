@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 
 from . import __version__
@@ -70,12 +71,27 @@ def reference(width: int = 100) -> str:
                     full = _subparser(["finetune", recipe], "finetune")
                     parts.append(f"### bertkit finetune {recipe} (task options)\n\n```\n"
                                  f"{finetune.task_help(full)}```\n")
-        return "\n".join(parts)
+        return _aliases_once("\n".join(parts))
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
+
+
+_ALIASES = re.compile(r"(?m)^( +)(-[\w-]+) (\S+)((?:, -[\w-]+ \3)+)(  .*)?$")
+
+
+def _aliases_once(text: str) -> str:
+    """A flag's aliases as Python 3.13's argparse writes them, the value's name once (`--recipe, --task RECIPE`),
+    where 3.11 and 3.12 repeat it after each (`--recipe RECIPE, --task RECIPE`): docs/cli.md is the same text
+    whichever Python makes it (the help text after a short one keeps its column)."""
+    def once(m: re.Match) -> str:
+        names = [m[2]] + [alias.split()[0] for alias in m[4].split(", ")[1:]]
+        said = f"{', '.join(names)} {m[3]}"
+        rest = m[5] or ""
+        return m[1] + said + (" " * (len(m[2] + m[3] + m[4]) + 1 - len(said)) + rest if rest else "")
+    return _ALIASES.sub(once, text)
 
 
 def _subparser(argv: list[str], name: str) -> argparse.ArgumentParser:

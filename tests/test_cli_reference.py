@@ -87,6 +87,17 @@ def test_the_reference_shows_each_built_in_tasks_options():
         assert own in part and other not in part, recipe
 
 
+def test_the_reference_names_a_flags_value_once_after_its_aliases_whatever_the_python():
+    """Python 3.13's argparse writes `--recipe, --task RECIPE` where 3.11 wrote `--recipe RECIPE, --task RECIPE`:
+    the reference is written the 3.13 way by both, help text on the same line keeping its column."""
+    from bertkit.cli import _aliases_once
+
+    assert _aliases_once("  --a X, --b X, --c X  help\n  --d Y\n  -q, --quiet  h\n  --x A_B, --yy A_B\n") == \
+        "  --a, --b, --c X      help\n  --d Y\n  -q, --quiet  h\n  --x, --yy A_B\n"
+    assert _aliases_once("  --a X, --b Y\n") == "  --a X, --b Y\n"  # two values named apart: not aliases of one
+    assert "--recipe, --task RECIPE" in reference()
+
+
 def test_the_cli_reference_in_docs_is_current():
     assert (REPO / "docs" / "cli.md").read_text() == reference(), \
         "docs/cli.md is stale: regenerate it with the command at its top"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
+import tomllib
+
 from packaging.requirements import Requirement
 
 from .conftest import REPO
-
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 TRANSITIVE = {"pyarrow"}  # pinned in constraints-min.txt for another package's sake (the comment there says why)
 

@@ -67,7 +67,7 @@ class Batcher:
             self.arrived.clear()
             try:
                 await asyncio.wait_for(self.arrived.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         for entry in [e for e in self.pending if e[1].cancelled()]:  # clients that went away while they waited
             self.pending.remove(entry)
