@@ -12,7 +12,7 @@ from bertkit.extract import FeatureExtractor, FeatureReader
 
 model_name = os.environ.get("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
 layers = os.environ.get("BERTKIT_EXAMPLE_LAYERS", "last4")
-out_dir = os.environ.get("BERTKIT_EXAMPLE_OUT", os.path.join(tempfile.mkdtemp(prefix="bertkit-feats-"), "feats"))
+out_dir = os.environ.get("BERTKIT_EXAMPLE_OUT") or os.path.join(tempfile.mkdtemp(prefix="bertkit-feats-"), "feats")
 
 # %% One vector per word: the last four layers concatenated, word pieces averaged into words
 fx = FeatureExtractor(model_name, layers=layers, combine="concat", pool="mean", precision="fp32")

@@ -17,7 +17,7 @@ from bertkit.data.conll import label_names_for, read_conll_file
 env = os.environ.get
 model_name = env("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
 data_dir = Path(env("BERTKIT_EXAMPLE_DATA", Path(env("BERTKIT_DATA_DIR", "data")) / "conll2003"))
-out_dir = env("BERTKIT_EXAMPLE_OUT", tempfile.mkdtemp(prefix="bertkit-ner-"))
+out_dir = env("BERTKIT_EXAMPLE_OUT") or tempfile.mkdtemp(prefix="bertkit-ner-")
 
 # %% Data: lists of words and their IOB2 tags (IOB1 files are converted on reading)
 train = read_conll_file(data_dir / "train.txt", max_samples=int(env("BERTKIT_EXAMPLE_TRAIN", "2000")))

@@ -16,7 +16,7 @@ from bertkit.data.squad import read_squad_file
 env = os.environ.get
 model_name = env("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
 data_dir = Path(env("BERTKIT_EXAMPLE_DATA", Path(env("BERTKIT_DATA_DIR", "data")) / "squad"))
-out_dir = env("BERTKIT_EXAMPLE_OUT", tempfile.mkdtemp(prefix="bertkit-qa-"))
+out_dir = env("BERTKIT_EXAMPLE_OUT") or tempfile.mkdtemp(prefix="bertkit-qa-")
 
 # %% Data: every answer_start is checked against its context on reading
 train, _ = read_squad_file(data_dir / "train.json", max_samples=int(env("BERTKIT_EXAMPLE_TRAIN", "1000")))

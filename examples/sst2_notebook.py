@@ -19,7 +19,7 @@ import bertkit
 model_name = os.environ.get("BERTKIT_EXAMPLE_MODEL", "minilm-l6")
 data_dir = Path(os.environ.get("BERTKIT_EXAMPLE_DATA", Path(os.environ.get("BERTKIT_DATA_DIR", "data")) / "sst2"))
 n_train = int(os.environ.get("BERTKIT_EXAMPLE_TRAIN", "2000"))
-out_dir = os.environ.get("BERTKIT_EXAMPLE_OUT", tempfile.mkdtemp(prefix="bertkit-example-"))
+out_dir = os.environ.get("BERTKIT_EXAMPLE_OUT") or tempfile.mkdtemp(prefix="bertkit-example-")
 epochs = float(os.environ.get("BERTKIT_EXAMPLE_EPOCHS", "1"))
 lr = float(os.environ.get("BERTKIT_EXAMPLE_LR", "5e-5"))
 

@@ -5,16 +5,23 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from .conftest import CPU_ENV, NER_LABELS, REPO, write_conll, write_squad
 
 
 def run_example(name, env, args=()):
     """The example in a process on the CPU on any machine: its answers are compared exactly, across a reload and with
-    CPU arithmetic (a trained model left on a GPU and one reloaded on the CPU differ in the last digits)."""
-    proc = subprocess.run([sys.executable, str(REPO / "examples" / name), *args], env={**os.environ, **CPU_ENV, **env},
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    CPU arithmetic (a trained model left on a GPU and one reloaded on the CPU differ in the last digits). Its TMPDIR
+    is a folder of its own, which it must leave without a folder of bertkit's where the test names the output folder
+    (`os.environ.get(KEY, tempfile.mkdtemp())` made one anyway, on every run, and left it in the machine's /tmp)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([sys.executable, str(REPO / "examples" / name), *args],
+                              env={**os.environ, **CPU_ENV, "TMPDIR": tmp, **env}, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        if "BERTKIT_EXAMPLE_OUT" in env:
+            assert not [p for p in os.listdir(tmp) if p.startswith("bertkit-")], os.listdir(tmp)
     return proc.stdout
 
 
