@@ -54,8 +54,9 @@ def unknown_flags(args, extra: list[str]) -> None:
 
 
 def reference(width: int = 100) -> str:
-    """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a test keeps it current);
-    `finetune` once per built-in task (a recipe of each) and `predict` without a model."""
+    """docs/cli.md: every command's `--help`, as argparse prints it at `width` columns (a flag's aliases as Python
+    3.13 writes them) and a test keeps it current; `finetune` once per built-in task (a recipe of each) and `predict`
+    without a model."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(width)
     try:
