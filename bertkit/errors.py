@@ -9,6 +9,29 @@ class BertkitError(Exception):
     """An error caused by the user's input (a file, a flag, a recipe), not by a bug in bertkit."""
 
 
+def need_extra(what: str, extra: str, *modules: str) -> None:
+    """BertkitError naming the extra to install unless every module imports: `what` needs them.
+
+    Example:
+    ```python
+    >>> need_extra("bertkit serve", "serve", "json")  # present: nothing happens
+    >>> need_extra("--peft", "peft", "no_such_module")
+    Traceback (most recent call last):
+    bertkit.errors.BertkitError: --peft needs no_such_module: pip install 'bertkit[peft]'
+    ```
+    """
+    import importlib
+
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise BertkitError(f"{what} needs {', '.join(missing)}: pip install 'bertkit[{extra}]'")
+
+
 class DataError(BertkitError):
     """Bad input data, located by file, line and field.
 

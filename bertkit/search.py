@@ -28,7 +28,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from .errors import BertkitError
+from .errors import BertkitError, need_extra
 
 BERT_GRID = {"lr": {"choices": [5e-5, 3e-5, 2e-5]}, "batch_size": {"choices": [16, 32]},
              "epochs": {"choices": [2, 3, 4]}}
@@ -69,10 +69,7 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
            overrides: dict | None = None, output_dir: str | None = None, log=None) -> dict | None:
     """Run the search, or go on with the one in the output folder; the summary on the main process, None on the
     others. `overrides`: flat config keys, as `bertkit finetune`'s flags."""
-    try:
-        import optuna  # noqa: F401  (here to fail before the data loads; run_study uses it)
-    except ImportError:
-        raise BertkitError("bertkit search needs optuna: pip install 'bertkit[search]'") from None
+    need_extra("bertkit search", "search", "optuna")  # here to fail before the data loads; run_study uses it
     from .config_files import load_recipe
     from .tasks import get_task
     from .training import launch

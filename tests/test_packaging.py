@@ -1,21 +1,21 @@
 """Packaging: `finetune`, `evaluate`, `predict` and `extract` run on the core dependencies alone (issue 40, item 8),
-and so does a task's request body → rows (tasks/requests.py: plain dataclasses; issue 41).
+and so does a task's request body → rows (tasks/requests.py: plain dataclasses; issue 41); a command or flag that needs
+an extra says which, in one line, before it writes anything.
 The optional extras (serve, onnx, peft, search, trackers, the dev tools) are hidden in a fresh process before
 anything imports them."""
 
 import subprocess
 import sys
 
-from .conftest import REPO, bertkit_env
+from .conftest import REPO, bertkit_env, exported
 
 # httpx is not among them: huggingface_hub (under transformers and datasets) requires it, and imports it at start-up
 # in the floors' versions
 EXTRAS = ["pydantic", "fastapi", "starlette", "uvicorn", "onnx", "onnxruntime", "onnxscript", "peft", "optuna",
           "tensorboard"]
 
-RUNNER = """
-import importlib, json, pkgutil, sys
-from pathlib import Path
+HIDE = """
+import sys
 
 EXTRAS = {extras!r}
 for name in EXTRAS:
@@ -26,6 +26,11 @@ for name in EXTRAS:
     except ImportError:
         continue
     raise SystemExit(f"{{name}} is not hidden")
+"""
+
+RUNNER = HIDE + """
+import importlib, json, pkgutil
+from pathlib import Path
 
 from bertkit.cli import main
 
@@ -68,3 +73,48 @@ def test_finetune_evaluate_predict_extract_need_no_extras(tiny_bert, sst2_dir, t
     proc = subprocess.run([sys.executable, str(script), str(tiny_bert), str(sst2_dir), str(tmp_path)], cwd=REPO,
                           env=bertkit_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+NEEDS = HIDE + """
+import contextlib, io, json
+from pathlib import Path
+
+from bertkit.cli import main
+
+model, data, run, export, out = (Path(a) for a in sys.argv[1:])
+(out / "texts.txt").write_text("a wonderful , funny film\\n")
+train = ["finetune", "sst2", "--model", str(model), "--data-dir", str(data), "--max-steps", "1"]
+cases = [  # (argv, what the error line says, what must not be written)
+    (["serve", "--model", str(run), "--port", "0"], "bertkit serve needs fastapi, starlette, pydantic, uvicorn: "
+     "pip install 'bertkit[serve]'", None),
+    (["export", "--model", str(run), "--output", str(out / "onnx")], "bertkit export needs onnx, onnxscript, "
+     "onnxruntime: pip install 'bertkit[onnx]'", out / "onnx"),
+    (["predict", "--model", str(export), "--input", str(out / "texts.txt"), "--output", str(out / "p.jsonl")],
+     "(ONNX Runtime) needs onnxruntime: pip install 'bertkit[onnx]'", out / "p.jsonl"),
+    (train + ["--peft", "lora", "--output-dir", str(out / "lora")], "--peft needs peft: pip install 'bertkit[peft]'",
+     out / "lora"),
+    (["search", "sst2", "--model", str(model), "--data-dir", str(data), "--trials", "1", "--output-dir",
+      str(out / "search")], "bertkit search needs optuna: pip install 'bertkit[search]'", out / "search"),
+    (train + ["--report-to", "tensorboard", "--output-dir", str(out / "tb")], "the tensorboard package is not "
+     "installed", out / "tb"),
+]
+for argv, says, unwritten in cases:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    lines = err.getvalue().strip().splitlines()
+    assert code == 2 and says in lines[-1] and "Traceback" not in err.getvalue(), (argv, code, err.getvalue()[-2000:])
+    assert unwritten is None or not unwritten.exists(), (argv, sorted(p.name for p in unwritten.parent.iterdir()))
+print("ok")
+"""
+
+
+def test_what_needs_an_extra_names_it_in_one_line_and_writes_nothing(tmp_path_factory, tiny_bert, sst2_dir,
+                                                                      tmp_path):
+    run, export = exported(tmp_path_factory, tiny_bert, "sst2")
+    script = tmp_path / "needs.py"
+    script.write_text(NEEDS.format(extras=EXTRAS))
+    proc = subprocess.run([sys.executable, str(script), str(tiny_bert), str(sst2_dir), str(run), str(export),
+                           str(tmp_path)], cwd=REPO, env=bertkit_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+

@@ -22,11 +22,13 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..errors import BertkitError, need_extra
+
+    need_extra("bertkit serve", "serve", "fastapi", "starlette", "pydantic", "uvicorn")  # before the model loads
     import datasets
     import uvicorn
 
     from .. import feature_cache
-    from ..errors import BertkitError
     from ..serve.app import create_app
     from ..serve.engine import Engine
     from ..serve.schemas import Limits

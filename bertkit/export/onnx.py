@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import BertkitError
+from ..errors import BertkitError, need_extra
 from ..models import resolve_model
 from ..utils import atomic_path, versions
 
@@ -158,6 +158,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
 
     if quantize not in (None, "int8"):
         raise BertkitError(f"--quantize {quantize!r}: only int8 (dynamic quantisation) is supported")
+    need_extra("bertkit export", "onnx", "onnx", "onnxscript", "onnxruntime")  # before the model loads
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise BertkitError(f"output folder {output} is not empty")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..batching import sorted_batches, take_rows, unbatch
-from ..errors import BertkitError
+from ..errors import BertkitError, need_extra
 from ..extract.extractor import FeatureExtractor
 
 
@@ -40,6 +40,7 @@ def read_export(folder) -> dict:
 
 def session(path, threads: int | None = None):
     """An ONNX Runtime CPU session; `threads` intra-op threads (default: onnxruntime's, one per physical core)."""
+    need_extra(f"{path} (ONNX Runtime)", "onnx", "onnxruntime")
     import onnxruntime as ort
 
     options = ort.SessionOptions()

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from .. import families
-from ..errors import BertkitError
+from ..errors import BertkitError, need_extra
 
 ADAPTER = "adapter"  # the sub-folder of a run folder that keeps the adapter
 
@@ -41,10 +41,8 @@ def head_modules(task, model) -> list[str]:
 
 def wrap(task, options, log=print):
     """The task's model wrapped for `options.method` (a PeftModel); the caller trains it in place of the model."""
-    try:
-        import peft
-    except ImportError:
-        raise BertkitError("--peft needs the peft package: pip install 'bertkit[peft]'") from None
+    need_extra("--peft", "peft", "peft")
+    import peft
     model = task.model
     targets = list(options.lora_target) or families.lora_targets(model.config)  # None: peft's default
     heads = head_modules(task, model)
