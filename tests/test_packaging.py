@@ -7,6 +7,8 @@ anything imports them."""
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO, bertkit_env, exported
 
 # httpx is not among them: huggingface_hub (under transformers and datasets) requires it, and imports it at start-up
@@ -118,3 +120,48 @@ def test_what_needs_an_extra_names_it_in_one_line_and_writes_nothing(tmp_path_fa
                            str(tmp_path)], cwd=REPO, env=bertkit_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
+
+def test_the_wheel_holds_every_recipe_and_its_licence(tmp_path):
+    """`python -m build` / `pip install .` build a wheel from the source tree, where bertkit/recipes is a link to
+    ../recipes: the wheel must hold the files themselves, and `bertkit recipes` run from the unpacked wheel, away from
+    the clone, must list every one. The build needs setuptools 77 or newer (pyproject's `license` is an SPDX string);
+    pip's build isolation installs it, here the environment's own is used (no network)."""
+    import importlib.metadata
+    import shutil
+    import zipfile
+
+    try:
+        found = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:  # a venv of Python 3.12 or newer has none of its own
+        found = "0 (none)"
+    if tuple(int(p) for p in found.split()[0].split(".")[:2]) < (77, 0):
+        pytest.skip(f"setuptools {found} here; building the wheel needs 77 or newer (pip's build isolation gets it)")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("bertkit", "recipes"):  # links kept, as in a clone
+        shutil.copytree(REPO / name, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                           str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("bertkit-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        z.extractall(tmp_path / "site")
+    recipes = sorted(p.stem for p in (REPO / "recipes").glob("*.yaml"))
+    packed = sorted(n.removeprefix("bertkit/recipes/").removesuffix(".yaml") for n in names
+                    if n.startswith("bertkit/recipes/"))
+    assert packed == recipes
+    assert "License-Expression: Apache-2.0" in meta.splitlines()
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {**bertkit_env(), "PYTHONPATH": str(tmp_path / "site")}
+    proc = subprocess.run([sys.executable, "-c", "import bertkit, sys; print(bertkit.__file__); "
+                           "from bertkit.cli import main; sys.exit(main(['recipes']))"], cwd=away, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    where, *rows = proc.stdout.splitlines()
+    assert where.startswith(str(tmp_path / "site"))
+    assert sorted(r.split()[0] for r in rows if r.strip()) == sorted([*recipes, "glue"])  # glue: the GLUE recipes
