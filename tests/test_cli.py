@@ -267,6 +267,23 @@ def test_data_file_flags_name_files_here_unless_a_data_dir_is_given(tmp_path, mo
     assert here["validation_files"] == f"{tmp_path / 'my' / 'dev.csv'},test.tsv"  # not here: the data folder's
     given = overrides("--data-dir", "my", "--train-file", "train.csv", "--validation-files", "my/dev.csv")
     assert (given["train_file"], given["validation_files"]) == ("train.csv", "my/dev.csv")
+    assert given["data_dir"] == str(tmp_path / "my")  # absolute, as config.yaml records it
+    assert overrides("--data-dir", "nope")["data_dir"] == "nope"  # not a folder: said as given when the data loads
+
+
+def test_a_run_made_with_a_relative_data_dir_is_evaluated_from_anywhere(tiny_bert, sst2_dir, tmp_path, monkeypatch,
+                                                                         capsys):
+    monkeypatch.chdir(sst2_dir.parent)
+    run = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", sst2_dir.name, "--max-steps", "1",
+                 "--precision", "fp32", "--output-dir", str(run)]) == 0
+    assert yaml.safe_load((run / "config.yaml").read_text())["data_dir"] == str(sst2_dir.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run)]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["examples"] == 64  # sst2_dir's dev.tsv
 
 
 def test_a_model_cards_base_model_is_a_hub_id_or_absent(tmp_path):

@@ -129,11 +129,15 @@ def overrides_from(args: argparse.Namespace) -> dict:
 
 
 def files_from_here(out: dict) -> dict:
-    """Without --data-dir, a data file flag that names a file in the working folder means that file (made absolute);
-    else it is read in the data folder (`--data-dir`, `$BERTKIT_DATA_DIR/<recipe>`), as a recipe's own names are."""
+    """Paths given here are written absolute into the run's config.yaml, so that `evaluate`, `predict` and `--resume`
+    find the data from any working folder: `--data-dir` when it is a folder; without it, a data file flag that names a
+    file in the working folder means that file; else the file is read in the data folder (`--data-dir`,
+    `$BERTKIT_DATA_DIR/<recipe>`), as a recipe's own names are."""
     from pathlib import Path
 
     if out.get("data_dir"):
+        if Path(out["data_dir"]).is_dir():  # one that is not is said, as given, when the data loads
+            out["data_dir"] = str(Path(out["data_dir"]).resolve())
         return out
     for key in ("train_file", "validation_files", "test_file"):
         if isinstance(out.get(key), str):  # validation files: comma-separated
