@@ -129,9 +129,9 @@ def overrides_from(args: argparse.Namespace) -> dict:
 
 
 def files_from_here(out: dict) -> dict:
-    """Paths given here are written absolute into the run's config.yaml, so that `evaluate`, `predict` and `--resume`
-    find the data from any working folder: `--data-dir` when it is a folder; without it, a data file flag that names a
-    file in the working folder means that file; else the file is read in the data folder (`--data-dir`,
+    """Paths given here are written absolute into the run's config.yaml, so that `bertkit evaluate` finds the
+    data from any working folder: `--data-dir` when it is a folder; without it, a data file flag that names a file in
+    the working folder means that file; else the file is read in the data folder (`--data-dir`,
     `$BERTKIT_DATA_DIR/<recipe>`), as a recipe's own names are."""
     from pathlib import Path
 
