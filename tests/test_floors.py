@@ -12,11 +12,13 @@ TRANSITIVE = {"pyarrow"}  # pinned in constraints-min.txt for another package's 
 
 
 def floors() -> dict[str, str]:
-    """{name: floor} of the runtime dependencies (torch included) and the optional runtime extras."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    """{name: floor} of the runtime dependencies (torch included), the optional runtime extras and the build's own
+    (setuptools: tests/test_packaging.py builds the wheel with the environment's)."""
+    toml = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = toml["project"]
     extras = [r for name, reqs in project["optional-dependencies"].items() if name != "dev" for r in reqs]
     out = {}
-    for line in project["dependencies"] + extras:
+    for line in project["dependencies"] + extras + toml["build-system"]["requires"]:
         req = Requirement(line)
         if not req.specifier:  # an unversioned extra (the packaged model) has no floor
             continue
