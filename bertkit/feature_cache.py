@@ -7,8 +7,9 @@ settings, bertkit's version). A second run with the same data and settings memor
 tokenising again.
 
 Folder: `$BERTKIT_CACHE`, else `$XDG_CACHE_HOME/bertkit/features`, else `~/.cache/bertkit/features`;
-`BERTKIT_CACHE=off` keeps everything in memory. `datasets` writes the file under a temporary name and renames
-it, so an interrupted run never leaves a half-written cache entry.
+`BERTKIT_CACHE=off` keeps everything in memory, and so does a folder the file system refuses (a home that cannot be
+written, as in a container run under another user), said once. `datasets` writes the file under a temporary name
+and renames it, so an interrupted run never leaves a half-written cache entry.
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
 import datasets
 import pyarrow as pa
 
+from .utils import say
+
 FORMAT = 2  # bump when an adapter's encoding changes, so old cache entries are not reused (2: NER's bare '▁' pieces)
 
 
 _OFF = [False]  # `disable()`: this process caches nothing (a server's request batches)
+_WRITABLE: dict[Path, bool] = {}  # folder → whether cache files can be written there (checked once a process)
 
 
 def disable() -> None:
@@ -41,6 +46,22 @@ def cache_dir() -> Path | None:
         return None if value.strip().lower() in ("", "0", "off", "none", "false") else Path(value).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "bertkit" / "features"
+
+
+def writable(folder: Path) -> bool:
+    """Whether cache files can be written in `folder` (made where missing); where the file system refuses, said once,
+    and the run goes on with its features in memory."""
+    if folder not in _WRITABLE:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+            _WRITABLE[folder] = True
+        except OSError as e:
+            _WRITABLE[folder] = False
+            say(f"feature cache off: {folder} cannot be written ({e.strerror or e}); tokenised features stay in "
+                "memory (BERTKIT_CACHE names another folder)")
+    return _WRITABLE[folder]
 
 
 def content_hash(examples: datasets.Dataset, tokenizer, identity: dict) -> str:
@@ -63,11 +84,10 @@ def content_hash(examples: datasets.Dataset, tokenizer, identity: dict) -> str:
 def cached_map(examples: datasets.Dataset, function, tokenizer, identity: dict, desc: str | None = None,
                **kwargs) -> datasets.Dataset:
     folder = cache_dir()
-    if folder is None or len(examples) == 0:
+    if folder is None or len(examples) == 0 or not writable(folder):
         return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
                             new_fingerprint=uuid.uuid4().hex, **kwargs)  # in memory; skip hashing the model
     key = content_hash(examples, tokenizer, identity)
-    folder.mkdir(parents=True, exist_ok=True)
     return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
                         new_fingerprint=key, cache_file_name=str(folder / f"{key}.arrow"), load_from_cache_file=True,
                         **kwargs)

@@ -47,3 +47,22 @@ def test_cache_off_keeps_features_in_memory(tiny_bert, tmp_path, monkeypatch):
     clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
     features = clf.encode(_texts())
     assert features.cache_files == [] and not list(tmp_path.rglob("*.arrow"))
+
+
+def test_a_cache_folder_that_cannot_be_written_is_said_once_and_the_run_goes_on(tiny_bert, sst2_dir, tmp_path,
+                                                                                 monkeypatch, capsys):
+    """A home that cannot be written (a container run under another user, HF_HOME pointed elsewhere) stopped every
+    run with "Permission denied: /home/..." (the cache folder is made under it); a file where the folder should be
+    refuses it the same way here, as root too."""
+    from bertkit.cli import main
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "a-file" / "cache"))
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["negative", "positive"])
+    features = clf.encode(_texts())
+    assert features.cache_files == [] and len(features) == 40
+    clf.encode(_texts(41))
+    err = capsys.readouterr().err
+    assert err.count("feature cache off: ") == 1 and str(tmp_path / "a-file" / "cache") in err, err
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--max-steps", "1",
+                 "--precision", "fp32", "--output-dir", str(tmp_path / "run")]) == 0
