@@ -37,6 +37,29 @@ def test_each_table_of_built_in_metrics_makes_what_its_module_defines():
     assert m.Accuracy is Accuracy and m.SquadV2.__module__ == "bertkit.metrics.squad_v2"
 
 
+def test_built_in_metrics_write_nothing_to_evaluates_cache(tmp_path, monkeypatch):
+    """Kept in memory: no cache files and no folder under evaluate's metrics cache (`~/.cache/huggingface/metrics`),
+    so a home that cannot be written stops no evaluation (it stopped every run with "Permission denied: /home/...");
+    here a file where the folder would be refuses it, as root too."""
+    import importlib
+
+    import evaluate
+
+    from bertkit.metrics.squad import Squad
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", tmp_path / "a-file" / "metrics")
+    for module in ("classification", "squad", "squad_v2", "ner", "regression", "multi_label"):
+        for cls in importlib.import_module(f"bertkit.metrics.{module}").METRICS.values():
+            assert cls().keep_in_memory, cls
+    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", tmp_path / "metrics")
+    assert Accuracy().compute(predictions=[1, 0], references=[1, 1]) == {"accuracy": 0.5}
+    answers = {"text": ["Denver"], "answer_start": [0]}
+    assert Squad().compute(predictions=[{"id": "q", "prediction_text": "Denver"}],
+                           references=[{"id": "q", "answers": answers}]) == {"exact_match": 100.0, "f1": 100.0}
+    assert not (tmp_path / "metrics").exists()
+
+
 def test_train_batches_are_deterministic_complete_and_grouped():
     lengths = np.random.default_rng(1).integers(5, 128, 1000).tolist()
     a = train_batches(lengths, 32, seed=42, epoch=0)

@@ -29,6 +29,8 @@ from collections import Counter
 import datasets
 import evaluate
 
+from .base import LocalMetric
+
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
@@ -76,7 +78,7 @@ _FEATURES = datasets.Features({
 })
 
 
-class Squad(evaluate.Metric):
+class Squad(LocalMetric):
     """Exact match and F1 of SQuAD v1.1 (percent), computed locally; the hub `squad` metric's interface."""
 
     keys: tuple[str, ...] = ("exact_match", "f1")

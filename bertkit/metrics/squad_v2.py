@@ -32,6 +32,7 @@ import datasets
 import evaluate
 
 from ..errors import BertkitError
+from .base import LocalMetric
 from .squad import normalize_answer
 
 KEYS = ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",
@@ -125,7 +126,7 @@ _FEATURES = datasets.Features({
 })
 
 
-class SquadV2(evaluate.Metric):
+class SquadV2(LocalMetric):
     """SQuAD 2.0 metrics (percent; thresholds in the no-answer score's units), computed locally; the hub
     `squad_v2` metric's interface. `no_answer_threshold` is the official script's `--na-prob-thresh`."""
 
