@@ -64,6 +64,8 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, skip: tuple
     heads) are not news, a new head is said by the task, and new weights of the encoder, outside `skip`'s prefixes,
     are said here in one line."""
     path, local = resolve_model(name)
+    if not local:
+        checkpoint_config(name)  # a hub id that cannot be had is said after one attempt, not after transformers' few
     try:
         with _load_report_held():
             model, info = auto_cls.from_pretrained(path, local_files_only=local, trust_remote_code=False,
@@ -139,17 +141,29 @@ _SNAPSHOTS: dict[tuple, str] = {}
 
 
 def checkpoint_config(name: str) -> dict:
-    """A checkpoint's config.json: a folder's, or a hub id's (fetched into the hub's cache); {} where a hub id's
-    cannot be had (loading the model then says why)."""
+    """A checkpoint's config.json: a folder's, or a hub id's (fetched into the hub's cache once a process); {} for a
+    hub repository without one (loading the model then says why). A hub id that cannot be had (offline without a
+    cached copy, no connection, no such repository) is a BertkitError at once: without a network each later attempt
+    to fetch a file waits out huggingface_hub's retries again, about 23 s (a run took 97 s to say so)."""
     path, local = resolve_model(name)
     if local:
         return json.loads((Path(path) / "config.json").read_text())
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import RemoteEntryNotFoundError
 
-    try:
-        return json.loads(Path(hf_hub_download(name, "config.json")).read_text())
-    except Exception:  # not found, offline without a cached copy, no connection: many types
-        return {}
+    key = (name, constants.HF_HUB_CACHE)
+    if key not in _CONFIGS:
+        try:
+            _CONFIGS[key] = json.loads(Path(hf_hub_download(name, "config.json")).read_text())
+        except RemoteEntryNotFoundError:  # the repository has no config.json
+            _CONFIGS[key] = {}
+        except Exception as e:  # offline without a cached copy, no connection, no such repository: many types
+            msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()}{_no_folder(name)})") from None
+    return dict(_CONFIGS[key])
+
+
+_CONFIGS: dict[tuple, dict] = {}
 
 
 def offline_hint() -> str:
@@ -169,6 +183,8 @@ def load_tokenizer(name: str):
     from .families import fit_tokenizer
 
     path, local = resolve_model(name)
+    if not local:
+        checkpoint_config(name)  # as load_pretrained
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local, trust_remote_code=False)
     except OSError as e:

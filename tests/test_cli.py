@@ -363,6 +363,42 @@ def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_pat
     assert "header.tsv: no rows (a header only)" in capsys.readouterr().err
 
 
+def test_a_hub_id_that_cannot_be_reached_is_said_after_one_attempt(tiny_bert, monkeypatch):
+    """Without a network each fetch of a hub file waits out huggingface_hub's retries (about 23 s here): a run of
+    `bertkit finetune sst2` (bert-base-uncased) made four such attempts, 97 s, before saying it could not load the
+    model. The first one that cannot reach the hub now says so; a config.json found is fetched once a process."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from bertkit import SequenceClassification
+    from bertkit.errors import BertkitError
+
+    calls = []
+
+    def unreachable(repo, filename, **kwargs):
+        calls.append((repo, filename))
+        raise LocalEntryNotFoundError("An error happened while trying to locate the file on the Hub")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(BertkitError, match="cannot load model 'acme/bert': An error happened"):
+        SequenceClassification.from_pretrained("acme/bert", label_names=["negative", "positive"])
+    assert calls == [("acme/bert", "config.json")]
+    calls.clear()
+    from bertkit.extract import FeatureExtractor
+    from bertkit.models import load_tokenizer
+
+    for load in (FeatureExtractor, load_tokenizer):  # transformers' own loading made two attempts
+        with pytest.raises(BertkitError, match="cannot load model 'acme/bert-2'"):
+            load("acme/bert-2")
+        assert calls == [("acme/bert-2", "config.json")]
+        calls.clear()
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
+                        lambda repo, filename, **kw: calls.append(filename) or str(tiny_bert / filename))
+    from bertkit.models import checkpoint_config
+
+    assert checkpoint_config("acme/tiny") == checkpoint_config("acme/tiny") != {} and calls == ["config.json"]
+
+
 def test_finetunes_wall_time_counts_from_the_commands_start(monkeypatch, tiny_bert, sst2_dir, tmp_path):
     """The line 'wall time N s' counted from after the parser had imported torch and transformers (5-6 s of a
     2-core machine's command); it counts from the command's start."""
