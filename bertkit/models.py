@@ -115,6 +115,13 @@ def _no_folder(name: str) -> str:
     return f"; nor is there a folder {name} here" if not Path(name).expanduser().exists() else ""
 
 
+def _hub_error(name: str, e: Exception) -> BertkitError:
+    """A hub id that could not be had (not found, offline without a cached copy, no connection: many types), in one
+    line with what to do instead."""
+    msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()}{_no_folder(name)})")
+
+
 SKIPPED_FILES = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "*.tflite", "*.mlmodel", "onnx/*", "openvino/*", "coreml/*"]
 PICKLES = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt"]
 
@@ -132,8 +139,7 @@ def hub_snapshot(name: str, allow_pickle: bool = False) -> str:
         try:
             _SNAPSHOTS[key] = snapshot_download(name, ignore_patterns=skipped)
         except Exception as e:  # not found, offline without a cached copy, no connection: many types
-            msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()}{_no_folder(name)})") from None
+            raise _hub_error(name, e) from None
     return _SNAPSHOTS[key]
 
 
@@ -158,8 +164,7 @@ def checkpoint_config(name: str) -> dict:
         except RemoteEntryNotFoundError:  # the repository has no config.json
             _CONFIGS[key] = {}
         except Exception as e:  # offline without a cached copy, no connection, no such repository: many types
-            msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise BertkitError(f"cannot load model '{name}': {msg} ({offline_hint()}{_no_folder(name)})") from None
+            raise _hub_error(name, e) from None
     return dict(_CONFIGS[key])
 
 
