@@ -150,7 +150,7 @@ def checkpoint_config(name: str) -> dict:
     """A checkpoint's config.json: a folder's, or a hub id's (fetched into the hub's cache once a process); {} for a
     hub repository without one (loading the model then says why). A hub id that cannot be had (offline without a
     cached copy, no connection, no such repository) is a BertkitError at once: without a network each later attempt
-    to fetch a file waits out huggingface_hub's retries again, about 23 s (a run took 97 s to say so)."""
+    to fetch a file would wait out huggingface_hub's retries again (docs/reliability.md, "Bad input")."""
     path, local = resolve_model(name)
     if local:
         return json.loads((Path(path) / "config.json").read_text())

@@ -364,9 +364,10 @@ def test_predict_and_evaluate_take_a_hub_id_from_the_hubs_cache(run_dir, tmp_pat
 
 
 def test_a_hub_id_that_cannot_be_reached_is_said_after_one_attempt(tiny_bert, monkeypatch):
-    """Without a network each fetch of a hub file waits out huggingface_hub's retries (about 23 s here): a run of
-    `bertkit finetune sst2` (bert-base-uncased) made four such attempts, 97 s, before saying it could not load the
-    model. The first one that cannot reach the hub now says so; a config.json found is fetched once a process."""
+    """Without a network each fetch of a hub file waits out huggingface_hub's retries: `bertkit finetune sst2`
+    (bert-base-uncased) made four such attempts before saying it could not load the model (the times:
+    docs/reliability.md). The first one that cannot reach the hub now says so; a config.json found is fetched once a
+    process."""
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
 
