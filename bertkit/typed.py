@@ -33,7 +33,8 @@ def option(default, help: str, **meta):
     """A dataclass field with its help text. `meta`: `choices` (allowed values), `legacy` (its names in bertkit 0.2),
     `aliases` (extra command-line flags, e.g. a 0.2 flag name), `dest` (its flag's and flat key's name when not the
     field's), `flag=False` (no command-line flag: YAML only), `dataset=True` (it describes one data set, not the
-    training: `dataset_options`)."""
+    training: `dataset_options`), `read=True` (it says how a data file is read, its columns or delimiter:
+    `read_options`, the flags `bertkit evaluate` takes)."""
     if isinstance(default, (dict, list)):
         value = default
         return field(default_factory=lambda: type(value)(value), metadata={"help": help, **meta})
@@ -142,13 +143,40 @@ def dataset_options(options_class) -> list[str]:
     return [f.name for f in dataclasses.fields(options_class) if f.metadata.get("dataset")]
 
 
+def read_options(options_class) -> list[str]:
+    """The fields of an options dataclass that say how a data file is read (`option(..., read=True)`): what may
+    differ between a run's training files and a file it is scored on."""
+    return [f.name for f in dataclasses.fields(options_class) if f.metadata.get("read")]
+
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class Unset:
+    """The value of `--x none` for an optional field: the field becomes None (a recipe's value cleared; a flag not
+    given is None, which changes nothing)."""
+
+    def __repr__(self) -> str:
+        return "none"
+
+
+UNSET = Unset()
+
+
+def or_none(conv):
+    """An argparse type: `none` (or `null`) is UNSET, anything else `conv`'s."""
+    def parse(text: str):
+        return UNSET if text.strip().lower() in ("none", "null") else conv(text)
+
+    parse.__name__ = conv.__name__  # argparse's "invalid int value: 'x'"
+    return parse
+
+
 def add_flags(group, cls, names=None, prefix: str = "") -> None:
     """One flag per field of `cls` (or of `names`), help from the field; booleans get --x / --no-x. Every flag's
-    default is None, so that only the flags given override the recipe (`given`)."""
+    default is None, so that only the flags given override the recipe (`given`). An optional field's flag takes
+    `none` (its folder flags excepted: `none` is a folder's name there)."""
     tps = hints(cls)
     for f in dataclasses.fields(cls):
         if (names is not None and f.name not in names) or not f.metadata.get("flag", True):
@@ -163,15 +191,17 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
         conv = {int: int, float: float, int | None: int, float | None: float}.get(tp, str)
         if typing.get_origin(tp) is list or list in [typing.get_origin(a) for a in typing.get_args(tp)]:
             help += " (comma-separated)"
+        if type(None) in typing.get_args(tp) and not f.name.endswith("_dir"):
+            conv, help = or_none(conv), help + " (none clears it)"
         choices = f.metadata.get("choices")
         group.add_argument(*flags, dest=dest, type=conv, default=None, help=help, choices=choices,
                            metavar=None if choices else "X")
 
 
 def given(args: argparse.Namespace, cls, prefix: str = "") -> dict:
-    """{field: value} of the flags of `cls` given on the command line (those that are not None)."""
-    return {f.name: getattr(args, prefix + f.metadata.get("dest", f.name)) for f in dataclasses.fields(cls)
-            if getattr(args, prefix + f.metadata.get("dest", f.name), None) is not None}
+    """{field: value} of the flags of `cls` given on the command line (those that are not None; `--x none`: None)."""
+    values = {f.name: getattr(args, prefix + f.metadata.get("dest", f.name), None) for f in dataclasses.fields(cls)}
+    return {name: None if value is UNSET else value for name, value in values.items() if value is not None}
 
 
 def to_dict(obj) -> dict:

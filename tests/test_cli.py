@@ -286,6 +286,51 @@ def test_a_run_made_with_a_relative_data_dir_is_evaluated_from_anywhere(tiny_ber
     assert json.loads(capsys.readouterr().out)["examples"] == 64  # sst2_dir's dev.tsv
 
 
+def test_evaluate_reads_a_file_with_other_columns_by_the_tasks_read_flags(run_dir, sst2_dir, tmp_path, capsys):
+    """A labelled file whose columns are not the run's: the reader's hint names a flag evaluate takes, and with it
+    the file scores as the run's own dev file does."""
+    lines = (sst2_dir / "dev.tsv").read_text().splitlines()
+    other = tmp_path / "reviews.tsv"
+    other.write_text("\n".join(["review\tstars", *lines[1:]]) + "\n")
+    assert main(["evaluate", "--model", str(run_dir), "--file", str(other)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert 'reviews.tsv, line 2, field "sentence"' in err and "--text-column names the column to read" in err, err
+    with pytest.raises(SystemExit):  # the task's flags, with --model
+        main(["evaluate", "--model", str(run_dir), "--help"])
+    usage = capsys.readouterr().out
+    assert all(f in usage for f in ("--text-column", "--label-column", "--delimiter", "--columns")), usage
+    assert main(["evaluate", "--model", str(run_dir), "--file", str(other), "--text-column", "review",
+                 "--label-column", "stars", "--output", str(tmp_path / "other.json")]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", "--model", str(run_dir), "--file", str(sst2_dir / "dev.tsv"), "--output",
+                 str(tmp_path / "dev.json")]) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert scored["split"] == "reviews" and {**scored, "split": "dev"} == own
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())["task_options"]
+    assert saved["text_column"] == "sentence"  # the run's config is read, not changed
+
+
+def test_an_optional_fields_flag_takes_none(tmp_path, monkeypatch):
+    """`--x none` clears a recipe's value of an optional field (a flag not given changes nothing); a folder flag
+    keeps `none` as a folder's name; a number flag still refuses other words."""
+    from bertkit.cli import build_parser
+    from bertkit.commands.finetune import overrides_from
+
+    monkeypatch.chdir(tmp_path)
+
+    def overrides(recipe, *flags):
+        argv = ["finetune", recipe, *flags]
+        return overrides_from(build_parser(argv).parse_args(argv))
+
+    assert overrides("swag", "--start-column", "none") == {"start_column": None}
+    assert overrides("mrpc", "--text-pair-column", "NULL", "--max-steps", "none") == {"text_pair_column": None,
+                                                                                        "max_steps": None}
+    assert overrides("sst2", "--max-steps", "3") == {"max_steps": 3} and overrides("sst2") == {}
+    assert overrides("sst2", "--output-dir", "none")["output_dir"] == "none"
+    with pytest.raises(SystemExit):
+        overrides("sst2", "--max-steps", "few")
+
+
 def test_a_model_cards_base_model_is_a_hub_id_or_absent(tmp_path):
     from bertkit.models import hub_id
 

@@ -244,6 +244,31 @@ def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_fac
     assert (run / "eval_metrics.jsonl").read_text() == (cut / "eval_metrics.jsonl").read_text()
 
 
+# --- a file read as the run's were not ----------------------------------------------------------------------------
+@pytest.mark.parametrize("task_run", TASKS, indirect=True)
+def test_evaluate_takes_a_flag_for_every_option_saying_how_a_file_is_read(task_run):
+    """`bertkit evaluate --model RUN --file F` scores a file whose columns or delimiter differ from the run's: each
+    option of the task marked `read=True` is a flag there, given as `finetune`'s, and it reaches the run's config."""
+    import dataclasses
+
+    from bertkit.cli import build_parser
+    from bertkit.commands.evaluate import read_overrides
+    from bertkit.tasks import checkpoint_task
+    from bertkit.typed import flag, hints, read_options
+
+    _, run = task_run
+    task_class = checkpoint_task(str(run))[0]
+    argv = ["evaluate", "--model", str(run)]
+    flags = {s for a in build_parser(argv)._subparsers._group_actions[0].choices["evaluate"]._actions
+             for s in a.option_strings}
+    fields = {f.name: f for f in dataclasses.fields(task_class.Options)}
+    for name in read_options(task_class.Options):
+        assert flag(fields[name].metadata.get("dest", name)) in flags, f"{name}: no evaluate flag"
+        value = (fields[name].metadata.get("choices") or ["1" if hints(task_class.Options)[name] is int else "x"])[0]
+        argv_with = [*argv, flag(fields[name].metadata.get("dest", name)), value]
+        assert name in read_overrides(build_parser(argv_with).parse_args(argv_with)), name
+
+
 # --- batches ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_rows_predicted_together_answer_as_each_alone(task_run):

@@ -86,6 +86,28 @@ def test_evaluate_reproduces_the_run_metrics(swag_run, swag_dir, capsys):
     assert result["accuracy"] == json.loads((swag_run / "metrics.json").read_text())["val"]["accuracy"]
 
 
+@pytest.mark.usefixtures("cpu_only")
+def test_evaluate_reads_other_column_names_by_the_tasks_flags(swag_run, swag_dir, tmp_path, capsys):
+    import csv
+
+    rows = list(csv.reader((swag_dir / "val.csv").open(newline="")))
+    names = {"sent1": "ctx", "sent2": "lead", "ending0": "a", "ending1": "b", "ending2": "c", "ending3": "d",
+             "label": "gold"}
+    with (tmp_path / "renamed.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([[names.get(c, c) for c in rows[0]], *rows[1:]])
+    evaluate = ["evaluate", "--model", str(swag_run), "--file", str(tmp_path / "renamed.csv")]
+    assert main(evaluate) == 2
+    err = capsys.readouterr().err
+    assert 'field "sent1"' in err and "--context-column names the column to read" in err, err
+    assert main([*evaluate, "--context-column", "ctx", "--start-column", "lead", "--label-column", "gold"]) == 2
+    assert "--ending-columns names the column to read" in capsys.readouterr().err
+    assert main([*evaluate, "--context-column", "ctx", "--start-column", "lead", "--label-column", "gold",
+                 "--ending-columns", "a,b,c,d"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["examples"] == 40 and result["accuracy"] == json.loads(
+        (swag_run / "metrics.json").read_text())["val"]["accuracy"]
+
+
 def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys):
     import io
 

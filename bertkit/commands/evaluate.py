@@ -7,12 +7,14 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import add_inference_flags
+from .common import add_inference_flags, model_task
 
 EXAMPLE = """example:
   bertkit evaluate --model runs/sst2 --split dev                  # the run's own data and metrics
   bertkit evaluate --model runs/sst2 --recipe sst2 --data-dir path/to/sst2 --split dev
   bertkit evaluate --model runs/sst2 --file other_labelled.tsv
+  bertkit evaluate --model runs/sst2 --file reviews.csv --text-column review --label-column stars
+  bertkit evaluate --model runs/sst2 --help                       # how the run's task reads a file: its flags
 """
 
 
@@ -30,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     output_file(args.output)
     # the whole split unless --max-samples: a run's own cap (max_eval_samples) made its evaluations quick, not this
     overrides = {"max_eval_samples": args.max_samples, **({"data_dir": args.data_dir} if args.data_dir else {})}
+    overrides.update(read_overrides(args))
     task, precision = load_for_inference(args)
     folder = Path(task.source)  # the run folder (a hub id's: its files in the hub's cache)
     if args.recipe:
@@ -58,7 +61,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_overrides(args: argparse.Namespace) -> dict:
+    """The task's options given on the command line that say how a file is read (`--text-column`, ...): where the
+    file differs from the run's own."""
+    from ..typed import given, read_options
+
+    if args.task_class is None:
+        return {}
+    wanted = read_options(args.task_class.Options)
+    return {k: v for k, v in given(args, args.task_class.Options).items() if k in wanted}
+
+
 def register(subparsers, argv: list[str] | None = None) -> None:
+    from ..typed import add_flags, read_options
+
     p = subparsers.add_parser("evaluate", help="score a fine-tuned run on a labelled split", epilog=EXAMPLE,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_inference_flags(p)
@@ -74,4 +90,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                         "under)")
     p.add_argument("--output", help="metrics JSON path (default: <model>/eval_<name>_<split>.json; for a hub id, in "
                                     "the working folder)")
-    p.set_defaults(func=run)
+    task, error = model_task(argv)
+    if task is not None and read_options(task.Options):
+        add_flags(p.add_argument_group(f"{task.name}: how the file is read (default: as the run read its own)"),
+                  task.Options, names=read_options(task.Options))
+    p.set_defaults(func=run, task_class=task, task_error=error)

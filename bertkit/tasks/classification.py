@@ -53,29 +53,30 @@ class ClassificationOptions:
     recipe."""
 
     # data: columns and file format
-    text_column: str = option("sentence", "Column with the text.", dataset=True)
-    text_pair_column: str | None = option(None, "Column with the second text of a pair.", dataset=True)
+    text_column: str = option("sentence", "Column with the text.", dataset=True, read=True)
+    text_pair_column: str | None = option(None, "Column with the second text of a pair.", dataset=True, read=True)
     label_column: str = option("label", "Column with the label (a label name, or its index in label_names).",
-                               dataset=True)
+                               dataset=True, read=True)
     label_names: list[str] = option([], "Label names in id order; they become id2label in the checkpoint (default: "
                                         "the training file's labels, sorted).", dataset=True)
     skip_labels: list[str] = option([], "Rows with these labels are skipped and counted (MultiNLI's '-': no "
-                                        "majority).", dataset=True)
+                                        "majority).", dataset=True, read=True)
     columns: list[str] = option([], "Delimited files without a header row (CoLA, the STS Benchmark): names of their "
                                     "fields, in order; fields past these are ignored. A file whose first row names "
-                                    "every column read is taken to have a header (GLUE's STS-B TSV).", dataset=True)
+                                    "every column read is taken to have a header (GLUE's STS-B TSV).", dataset=True,
+                                read=True)
     delimiter: str | None = option(None, "Field separator of delimited files: one character, or 'tab' (default: tab "
-                                         "for .tsv, comma for .csv).", dataset=True)
+                                         "for .tsv, comma for .csv).", dataset=True, read=True)
     quoting: str = option("auto", "Delimited files: 'none' (GLUE: quote characters are text), 'csv' (quoted fields "
                                   "as pandas and spreadsheets write them; texts may span lines), or 'auto' (.csv: "
                                   "csv; tab-separated: none unless the file reads only as quoted).",
-                          choices=["auto", "none", "csv"], dataset=True)
+                          choices=["auto", "none", "csv"], dataset=True, read=True)
     carve_eval: int | None = option(None, "Train and evaluate on one labelled file, the first validation file, cut by "
                                           "a fixed rule (for tasks whose training set is missing, QNLI here): rows "
                                           "whose first text's SHA-256 modulo 100 is below N form the evaluation "
                                           "split, named '<file stem>_carved<N>' in results; the others train.")
     hub_columns: list[str] = option([], "Hub column names for text, (text pair,) label when they differ from the "
-                                        "local files'.", dataset=True)
+                                        "local files'.", dataset=True, read=True)
     # the head
     problem_type: str = option(SINGLE, "The head, Hugging Face's problem_type (saved in the checkpoint): "
                                        "single_label_classification (softmax, cross-entropy), regression (one output, "
@@ -83,7 +84,7 @@ class ClassificationOptions:
                                        "cross-entropy; a list of labels per row, or names joined by label_delimiter).",
                                choices=[SINGLE, REGRESSION, MULTI], dataset=True)
     label_delimiter: str = option(",", "Multi-label: separator of the label names in a text label field ('a,b').",
-                                  dataset=True)
+                                  dataset=True, read=True)
     threshold: float = option(0.5, "Multi-label: a label is predicted when its sigmoid probability is at least this.")
     class_weights: list[float] | str | None = option(None, "Loss weight per label (label_names order), or "
                                                            "'balanced': n / (labels × count), scikit-learn's rule "

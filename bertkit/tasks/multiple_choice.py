@@ -34,7 +34,7 @@ from ..data.sources import eval_paths, load_hub_splits, local_path, resolve_data
 from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
-from ..typed import option
+from ..typed import flag, option
 from ..utils import as_list, quiet_maps
 from .base import Task
 from .requests import RequestError
@@ -47,11 +47,13 @@ MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 class MultipleChoiceOptions:
     """Which columns hold the context, the start of the endings, the endings and the label (SWAG's by default)."""
 
-    context_column: str = option("sent1", "Column of the context (the first segment of every pair).")
+    context_column: str = option("sent1", "Column of the context (the first segment of every pair).", read=True)
     start_column: str | None = option("sent2", "Column of the start that every ending continues (prefixed to each "
-                                               "ending in the second segment); none: the endings alone.")
-    ending_columns: list[str] = option(["ending0", "ending1", "ending2", "ending3"], "Columns of the endings.")
-    label_column: str = option("label", "Column of the right ending's index (empty in an unlabelled test file).")
+                                               "ending in the second segment); none: the endings alone.", read=True)
+    ending_columns: list[str] = option(["ending0", "ending1", "ending2", "ending3"], "Columns of the endings.",
+                                       read=True)
+    label_column: str = option("label", "Column of the right ending's index (empty in an unlabelled test file).",
+                               read=True)
 
     def validate(self, source: str) -> None:
         if len(self.ending_columns) < 2:
@@ -67,8 +69,10 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
     for line, row in rows[:max_samples] if max_samples is not None else rows:
         for column in wanted + ([o.label_column] if labelled else []):
             if column not in row:
-                raise DataError(f"missing column (found: {', '.join(map(str, row))})", file=path, line=line,
-                                field=column)
+                named_by = flag(next(k for k in ("context_column", "start_column", "label_column", "ending_columns")
+                                     if column in as_list(getattr(o, k) or [])))
+                raise DataError(f"missing column (found: {', '.join(map(str, row))}; {named_by} names the column to "
+                                "read)", file=path, line=line, field=column)
         for column in [o.context_column, *o.ending_columns]:
             if not isinstance(row[column], str) or not row[column].strip():
                 raise DataError("empty text", file=path, line=line, field=column)

@@ -70,11 +70,12 @@ class TokenClassificationOptions:
     """Options of token classification (NER): the tag column, labels, windows, document context, casing."""
 
     tag_column: int = option(-1, "CoNLL files: column of the tag, counted from 0 (-1 = the last); the token is "
-                                 "column 0.")
+                                 "column 0.", read=True)
     label_names: list[str] = option([], "Tags in id order (default: from the training file: O, then B-T, I-T for "
                                         "each entity type T in alphabetical order).")
     hub_columns: list[str] = option(["tokens", "ner_tags"], "Column names of the words and of the tags in JSONL "
-                                                            "files and hub datasets (empty: tokens, ner_tags).")
+                                                            "files and hub datasets (empty: tokens, ner_tags).",
+                                      read=True)
     label_all_pieces: bool = option(False, "Train on every word piece of a word (its tag; I- on the pieces after a "
                                            "B-), not only on its first piece.")
     window_overlap: int | None = option(None, "Word pieces shared by consecutive windows of a sentence longer than "
