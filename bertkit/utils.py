@@ -28,6 +28,44 @@ def temporary_beside(final: Path) -> Path:
     return tmp
 
 
+WRITER_FAILED = r"PytorchStreamWriter|inline_container|iostream error|file write failed"  # torch's zip writer
+
+
+def write_error(e: BaseException, final) -> OSError | None:
+    """A failure to write `final` as the OSError naming it (the command's one line: the system's words and the path
+    asked for), or None when `e` is not one: an OSError without a path (a full disk meets `write`), safetensors'
+    "I/O error: ... (os error 28)", or a write that stopped short without an errno (torch's zip writer, numpy's
+    `tofile`), where the disk's free space is said instead."""
+    import errno
+    import re
+
+    def short() -> OSError:  # the library's write stopped short and kept no errno: the disk's room is the clue
+        folder = next(p for p in Path(final).absolute().parents if p.exists())
+        free = shutil.disk_usage(folder).free / 2**30
+        return OSError(errno.EIO, f"could not be written in full ({free:.1f} GiB free on its disk)", str(final))
+
+    text = str(e)
+    if isinstance(e, OSError) and e.filename is None:
+        return OSError(e.errno, e.strerror, str(final)) if e.errno else short()  # numpy's: "N requested, M written"
+    if type(e).__name__ == "SafetensorError" and (number := re.search(r"os error (\d+)", text)):
+        return OSError(int(number.group(1)), os.strerror(int(number.group(1))), str(final))
+    if isinstance(e, RuntimeError) and re.search(WRITER_FAILED, text):
+        return short()
+    return None
+
+
+@contextmanager
+def written(final):
+    """The block writes `final`: a failure to write (`write_error`) leaves it as the OSError naming `final`."""
+    try:
+        yield
+    except Exception as e:
+        error = write_error(e, final)
+        if error is None:
+            raise
+        raise error from e
+
+
 @contextmanager
 def atomic_path(final: str | os.PathLike, is_dir: bool = False):
     """Yield a temporary path next to `final`; rename it onto `final` only if the block succeeds.
@@ -46,7 +84,8 @@ def atomic_path(final: str | os.PathLike, is_dir: bool = False):
             tmp.mkdir()  # the umask's permissions, as the folder it replaces would have
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(final)) from None
-        yield target
+        with written(final):
+            yield target
         if is_dir and final.exists():
             old = final.with_name(f".{final.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -75,7 +114,7 @@ def write_json(path, obj) -> None:
 
 def append_jsonl(path, obj) -> None:
     """Append one JSON line and flush it to disk (metric logs survive a crash line by line)."""
-    with open(path, "a") as f:
+    with written(path), open(path, "a") as f:
         f.write(json.dumps(obj) + "\n")
         f.flush()
         os.fsync(f.fileno())

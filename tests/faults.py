@@ -9,7 +9,9 @@ Points (N is the optimiser step):
 - `int:N`         SIGINT (Ctrl-C) after optimiser step N;
 - `eval:N`        as the evaluation at step N starts;
 - `checkpoint:N`  checkpoint N written under its temporary name, not yet renamed (`checkpoints.publish`);
-- `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`).
+- `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`);
+- `full:N`        the disk fills after optimiser step N: no file may grow past 64 KiB from then on (RLIMIT_FSIZE;
+                  Python ignores SIGXFSZ, so a write past it fails with EFBIG, as one on a full disk with ENOSPC).
 """
 
 from __future__ import annotations
@@ -29,7 +31,18 @@ def install(point: str) -> None:
 
     name, _, step = point.partition(":")
     step = int(step)
-    if name in ("step", "term", "int"):
+    if name == "full":
+        import resource
+
+        init = Trainer.__init__
+        fill = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))  # noqa: E731
+
+        def filling(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            self.callbacks.append(lambda trainer, state: fill() if state["global_step"] == step else None)
+
+        Trainer.__init__ = filling
+    elif name in ("step", "term", "int"):
         init = Trainer.__init__
         sent = {"step": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}[name]
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test worker may ignore it)

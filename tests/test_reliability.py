@@ -69,6 +69,24 @@ def test_sigkill_then_resume_equals_uninterrupted_run(point, tiny_bert, data, re
     assert not list((out / "checkpoints").glob(".*"))  # no temporary left behind
 
 
+@pytest.mark.parametrize("point, refused", [("full:11", "checkpoints/step-0000015"),
+                                            pytest.param("full:7", "checkpoints/best", marks=pytest.mark.slow)])
+def test_a_disk_that_fills_is_one_line_and_resume_equals_the_run(point, refused, tiny_bert, data, reference, tmp_path):
+    """The disk fills mid-run (faults.py `full:N`): the next checkpoint (torch's writer: no errno) or the best model
+    (safetensors': EFBIG) cannot be written. One line with the path asked for, exit 2, no temporary left; the earlier
+    checkpoint stays, and --resume once there is room ends as the uninterrupted run."""
+    out = tmp_path / "run"
+    full = bertkit(finetune_args(tiny_bert, data, out), fault=point)
+    last = full.stderr.strip().splitlines()[-1]
+    assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr[-3000:]
+    assert last.startswith("bertkit finetune: error: ") and last.endswith(str(out / refused)), last
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temporary left behind
+    assert (out / "checkpoints" / "latest").read_text().strip() in ("step-0000005", "step-0000010")
+    resumed = bertkit(finetune_args(tiny_bert, data, out, "--resume"))
+    assert resumed.returncode == 0 and "resumed from" in resumed.stderr, resumed.stderr[-3000:]
+    same_run(reference, out)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("point, sent, again", [("term", signal.SIGTERM, "SIGTERM"), ("int", signal.SIGINT, "Ctrl-C")])
 def test_a_signal_stops_at_a_checkpoint_and_resume_equals_uninterrupted_run(tiny_bert, data, reference, tmp_path,
@@ -274,3 +292,30 @@ def test_an_interruption_anywhere_in_an_atomic_write_leaves_only_what_was_there(
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert before.read_text() == ("new" if where == "renaming" and not is_dir else "before")
+
+
+@pytest.mark.parametrize("command, limit", [("extract-npy", 48 << 10), ("predict", 4 << 10),
+                                            pytest.param("extract-safetensors", 48 << 10, marks=pytest.mark.slow),
+                                            pytest.param("evaluate", 64, marks=pytest.mark.slow)])
+def test_an_output_on_a_full_disk_is_one_line_naming_it_and_nothing_is_left(command, limit, tiny_bert, data, reference,
+                                                                             tmp_path):
+    """No file may grow past `limit` bytes (RLIMIT_FSIZE: EFBIG, as ENOSPC on a full disk): numpy's and
+    safetensors' shards, predict's and evaluate's outputs. One line naming the output asked for, exit 2, nothing
+    half-written beside it (was a traceback, exit 1: numpy's "N requested and M written" carries no errno)."""
+    import resource
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(line.split("\t")[0] + "\n" for line in (data / "train.tsv").read_text().splitlines()[1:]))
+    out = tmp_path / "out"
+    args = {"extract-npy": ["extract", "--model", str(tiny_bert), "--input", str(texts), "--output", str(out),
+                            "--layers", "last2", "--pool", "none", "--format", "npy"],
+            "predict": ["predict", "--model", str(reference), "--input", str(texts), "--output", str(out)],
+            "evaluate": ["evaluate", "--model", str(reference), "--output", str(out)]}
+    args["extract-safetensors"] = [*args["extract-npy"][:-1], "safetensors"]
+    full = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # noqa: E731
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *args[command]], capture_output=True, text=True,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=600, preexec_fn=full)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"bertkit {command.split('-')[0]}: error: ") and last.endswith(f": {out}"), last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt"]  # no output, no temporary beside it

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BertkitError
-from ..utils import temporary_beside
+from ..utils import temporary_beside, write_error, written
 
 
 class ShardWriter:
@@ -54,8 +54,11 @@ class ShardWriter:
         start = self.pending_rows
         self.pending.append(rows.astype(self.dtype))
         self.pending_rows += len(rows)
-        self.index.write(json.dumps({"id": sentence_id, "words": words, "shard": self.shard, "start": start,
-                                     "end": self.pending_rows}) + "\n")
+        try:  # not `written`: a context manager per sentence would weigh on the hot path
+            self.index.write(json.dumps({"id": sentence_id, "words": words, "shard": self.shard, "start": start,
+                                         "end": self.pending_rows}) + "\n")
+        except OSError as e:  # a full disk met by the index's buffer: the output asked for is named
+            raise (write_error(e, self.final) or e) from e
         self.sentences += 1
         if self.pending_rows >= self.shard_rows:
             self._flush()
@@ -65,12 +68,13 @@ class ShardWriter:
             return
         rows = np.concatenate(self.pending)
         name = self.tmp / f"shard-{self.shard:05d}.{self.fmt}"
-        if self.fmt == "npy":
-            np.save(name, rows)
-        else:
-            from safetensors.numpy import save_file
+        with written(self.final):
+            if self.fmt == "npy":
+                np.save(name, rows)
+            else:
+                from safetensors.numpy import save_file
 
-            save_file({"features": rows}, str(name))
+                save_file({"features": rows}, str(name))
         self.rows += len(rows)
         self.pending, self.pending_rows, self.shard = [], 0, self.shard + 1
 
@@ -79,10 +83,12 @@ class ShardWriter:
         if self.index is None:
             self.begin()
         self._flush()
-        self.index.close()
-        (self.tmp / "meta.json").write_text(json.dumps({**meta, "dtype": str(self.dtype), "format": self.fmt,
-                                                        "sentence_level": self.sentence_level,
-                                                        "sentences": self.sentences, "rows": self.rows}, indent=2))
+        with written(self.final):
+            self.index.close()
+            (self.tmp / "meta.json").write_text(json.dumps({**meta, "dtype": str(self.dtype), "format": self.fmt,
+                                                            "sentence_level": self.sentence_level,
+                                                            "sentences": self.sentences, "rows": self.rows},
+                                                           indent=2))
         try:
             if self.final.exists():
                 self.final.rmdir()  # empty when this run began (checked in __init__); not when another wrote it since

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ..utils import atomic_path
+from ..utils import atomic_path, written
 
 STATE_FILE = "trainer_state.json"
 
@@ -28,10 +28,16 @@ def save(accelerator, root: Path, step: int, state: dict, keep: int) -> Path:
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp), safe_serialization=True)
-    accelerator.wait_for_everyone()
+    try:  # a disk that fills: the command's one line, no partial checkpoint left; the earlier ones stay resumable
+        with written(final):
+            accelerator.save_state(str(tmp), safe_serialization=True)
+            accelerator.wait_for_everyone()
+            if accelerator.is_main_process:
+                (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float))  # tensor learning rates
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if accelerator.is_main_process:
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float))  # tensor learning rates
         publish(tmp, final)
         point(root, final)
         for old in sorted(root.glob("step-*"))[:-keep]:
