@@ -8,8 +8,8 @@ tokenising again.
 
 Folder: `$BERTKIT_CACHE`, else `$XDG_CACHE_HOME/bertkit/features`, else `~/.cache/bertkit/features`;
 `BERTKIT_CACHE=off` keeps everything in memory, and so does a folder the file system refuses (a home that cannot be
-written, as in a container run under another user), said once. `datasets` writes the file under a temporary name
-and renames it, so an interrupted run never leaves a half-written cache entry.
+written, as in a container run under another user) or a disk too full to take an entry, said once. `datasets`
+writes the file under a temporary name and renames it, so an interrupted run never leaves a half-written cache entry.
 """
 
 from __future__ import annotations
@@ -64,6 +64,21 @@ def writable(folder: Path) -> bool:
     return _WRITABLE[folder]
 
 
+def held_open(folder: Path) -> list[Path]:
+    """The files in `folder` this process holds open, by Linux's /proc/self/fd (elsewhere none): after a failed
+    `map`, the temporary file datasets did not remove (its `finalize` raised again on the full disk first)."""
+    fds, folder = Path("/proc/self/fd"), folder.resolve()
+    paths = []
+    for fd in fds.iterdir() if fds.is_dir() else ():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:  # closed since the listing
+            continue
+        if target.parent == folder and target.name.startswith("tmp"):
+            paths.append(target)
+    return paths
+
+
 def content_hash(examples: datasets.Dataset, tokenizer, identity: dict) -> str:
     from . import __version__
 
@@ -88,6 +103,14 @@ def cached_map(examples: datasets.Dataset, function, tokenizer, identity: dict, 
         return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
                             new_fingerprint=uuid.uuid4().hex, **kwargs)  # in memory; skip hashing the model
     key = content_hash(examples, tokenizer, identity)
-    return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
-                        new_fingerprint=key, cache_file_name=str(folder / f"{key}.arrow"), load_from_cache_file=True,
-                        **kwargs)
+    try:
+        return examples.map(function, batched=True, remove_columns=examples.column_names, desc=desc,
+                            new_fingerprint=key, cache_file_name=str(folder / f"{key}.arrow"),
+                            load_from_cache_file=True, **kwargs)
+    except OSError as e:  # a disk that fills: the features are a cache, the run goes on with them in memory
+        _WRITABLE[folder] = False
+        for leftover in held_open(folder):  # datasets' temporary: its clean-up met the same full disk and stopped
+            leftover.unlink(missing_ok=True)
+        say(f"feature cache off: {folder} could not take {key}.arrow ({e.strerror or e}); tokenised features stay "
+            "in memory")
+        return cached_map(examples, function, tokenizer, identity, desc, **kwargs)

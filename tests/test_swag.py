@@ -108,6 +108,38 @@ def test_evaluate_reads_other_column_names_by_the_tasks_flags(swag_run, swag_dir
         (swag_run / "metrics.json").read_text())["val"]["accuracy"]
 
 
+def test_predict_reads_a_csv_by_the_runs_columns_or_the_flags(swag_run, swag_dir, tmp_path, capsys):
+    """predict read every CSV with SWAG's column names, whatever the run had read its files with."""
+    import csv
+    import shutil
+
+    import yaml
+
+    rows = list(csv.reader((swag_dir / "test.csv").open(newline="")))
+    names = {"sent1": "ctx", "sent2": "lead", "ending0": "a", "ending1": "b", "ending2": "c", "ending3": "d"}
+    with (tmp_path / "renamed.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([[names.get(c, c) for c in rows[0]], *rows[1:]])
+
+    def predict(run, path, *flags):
+        capsys.readouterr()
+        code = main(["predict", "--model", str(run), "--input", str(path), *flags])
+        return code, capsys.readouterr()
+
+    code, own = predict(swag_run, swag_dir / "test.csv")
+    assert code == 0 and len(own.out.splitlines()) == 12
+    code, said = predict(swag_run, tmp_path / "renamed.csv")
+    assert code == 2 and "--context-column names the column to read" in said.err.splitlines()[-1], said.err
+    flags = ("--context-column", "ctx", "--start-column", "lead", "--ending-columns", "a,b,c,d")
+    code, answered = predict(swag_run, tmp_path / "renamed.csv", *flags)
+    assert code == 0 and answered.out == own.out
+    renamed_run = shutil.copytree(swag_run, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    config = yaml.safe_load((renamed_run / "config.yaml").read_text())
+    config["task_options"].update(context_column="ctx", start_column="lead", ending_columns=["a", "b", "c", "d"])
+    (renamed_run / "config.yaml").write_text(yaml.safe_dump(config))  # a run that read files with these columns
+    code, answered = predict(renamed_run, tmp_path / "renamed.csv")
+    assert code == 0 and answered.out == own.out, answered.err
+
+
 def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys):
     import io
 
