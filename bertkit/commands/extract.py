@@ -54,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         seconds = time.perf_counter() - t0
         out = writer.close({"model": args.model, "layers": fx.layers, "combine": args.combine, "pool": args.pool,
-                            "dim": fx.dim, "precision": fx.precision, "seconds": round(seconds, 1)})
+                            "dim": fx.dim, "precision": fx.precision, "seconds": round(seconds, 3)})
     except BaseException:
         writer.abort()
         raise
-    print(f"extracted {n} sentences in {seconds:.1f} s ({n / seconds:.1f} sentences/s) to {out}", file=sys.stderr)
+    print(f"extracted {n} sentences in {seconds:.3g} s ({n / seconds:,.0f} sentences/s) to {out}", file=sys.stderr)
     return 0
 
 
