@@ -248,25 +248,31 @@ def test_resume_after_a_cut_ends_as_the_uninterrupted_run(task_run, tmp_path_fac
 @pytest.mark.parametrize("task_run", TASKS, indirect=True)
 def test_evaluate_takes_a_flag_for_every_option_saying_how_a_file_is_read(task_run):
     """`bertkit evaluate --model RUN --file F` scores a file whose columns or delimiter differ from the run's: each
-    option of the task marked `read=True` is a flag there, given as `finetune`'s, and it reaches the run's config."""
+    option of the task marked `read=True` is a flag there, given as `finetune`'s, and it changes the run's config as
+    evaluate reads it."""
     import dataclasses
 
     from bertkit.cli import build_parser
     from bertkit.commands.evaluate import read_overrides
+    from bertkit.config_files import load_run_config
     from bertkit.tasks import checkpoint_task
     from bertkit.typed import flag, hints, read_options
 
     _, run = task_run
     task_class = checkpoint_task(str(run))[0]
-    argv = ["evaluate", "--model", str(run)]
-    flags = {s for a in build_parser(argv)._subparsers._group_actions[0].choices["evaluate"]._actions
-             for s in a.option_strings}
+    saved = load_run_config(run / "config.yaml")
     fields = {f.name: f for f in dataclasses.fields(task_class.Options)}
     for name in read_options(task_class.Options):
-        assert flag(fields[name].metadata.get("dest", name)) in flags, f"{name}: no evaluate flag"
-        value = (fields[name].metadata.get("choices") or ["1" if hints(task_class.Options)[name] is int else "x"])[0]
-        argv_with = [*argv, flag(fields[name].metadata.get("dest", name)), value]
-        assert name in read_overrides(build_parser(argv_with).parse_args(argv_with)), name
+        kind = hints(task_class.Options)[name]
+        value = (fields[name].metadata.get("choices") or ["1" if kind is int else "x,y" if "list" in str(kind) else
+                                                         "x"])
+        value = next(v for v in value if v != getattr(saved.task_options, name))  # not what the run read
+        argv = ["evaluate", "--model", str(run), flag(fields[name].metadata.get("dest", name)), value]
+        overrides = read_overrides(build_parser(argv).parse_args(argv))  # argparse: exit 2 for a flag it lacks
+        assert set(overrides) == {name}, overrides
+        read = saved.replace("command line", **overrides).task_options
+        assert getattr(read, name) != getattr(saved.task_options, name), name
+        assert all(getattr(read, f) == getattr(saved.task_options, f) for f in fields if f != name)
 
 
 # --- batches ------------------------------------------------------------------------------------------------------
