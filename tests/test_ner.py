@@ -436,6 +436,22 @@ def test_predict_jsonl_echoes_its_gold_tags_as_the_conll_file_does(ner_run, conl
     assert 'line 1, field "ner_tags": unknown tag \'S-PER\'' in capsys.readouterr().err
 
 
+def test_predict_jsonl_with_other_field_names_by_hub_columns(ner_run, conll_dir, tmp_path, capsys):
+    conll = read_conll_file(conll_dir / "valid.txt")
+    pairs = list(zip(conll["tokens"], conll["tags"], strict=True))[:8]
+    plain = write(tmp_path / "plain.jsonl", "".join(json.dumps({"tokens": w, "ner_tags": t}) + "\n" for w, t in pairs))
+    other = write(tmp_path / "other.jsonl", "".join(json.dumps({"words": w, "labels": t}) + "\n" for w, t in pairs))
+    assert main(["predict", "--model", str(ner_run), "--input", str(plain), "--precision", "fp32"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["predict", "--model", str(ner_run), "--input", str(other), "--precision", "fp32"]) == 2
+    assert 'field "tokens": give either "tokens"' in capsys.readouterr().err
+    assert main(["predict", "--model", str(ner_run), "--input", str(other), "--precision", "fp32", "--hub-columns",
+                 "words,labels"]) == 0
+    assert capsys.readouterr().out == expected  # the same answers, the gold tags echoed
+    assert main(["predict", "--model", str(ner_run), "--input", str(other), "--hub-columns", "words"]) == 2
+    assert "give two names" in capsys.readouterr().err
+
+
 def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path):
     ner = bertkit.TokenClassification.from_pretrained(str(ner_run))
     (pred,) = ner.predict([["EU", "rejects", "German", "call"]])
