@@ -34,8 +34,8 @@ WRITER_FAILED = r"PytorchStreamWriter|inline_container|iostream error|file write
 def write_error(e: BaseException, final) -> OSError | None:
     """A failure to write `final` as the OSError naming it (the command's one line: the system's words and the path
     asked for), or None when `e` is not one: an OSError without a path (a full disk meets `write`), safetensors'
-    "I/O error: ... (os error 28)", or a write that stopped short without an errno (torch's zip writer, numpy's
-    `tofile`), where the disk's free space is said instead."""
+    "I/O error: ... (os error 28)" (0.4.3's: "IoError(Os { code: 28, ... })"), or a write that stopped short
+    without an errno (torch's zip writer, numpy's `tofile`), where the disk's free space is said instead."""
     import errno
     import re
 
@@ -47,7 +47,7 @@ def write_error(e: BaseException, final) -> OSError | None:
     text = str(e)
     if isinstance(e, OSError) and e.filename is None:
         return OSError(e.errno, e.strerror, str(final)) if e.errno else short()  # numpy's: "N requested, M written"
-    if type(e).__name__ == "SafetensorError" and (number := re.search(r"os error (\d+)", text)):
+    if type(e).__name__ == "SafetensorError" and (number := re.search(r"os (?:error |\{ code: )(\d+)", text, re.I)):
         return OSError(int(number.group(1)), os.strerror(int(number.group(1))), str(final))
     if isinstance(e, RuntimeError) and re.search(WRITER_FAILED, text):
         return short()

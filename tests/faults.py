@@ -11,7 +11,10 @@ Points (N is the optimiser step):
 - `checkpoint:N`  checkpoint N written under its temporary name, not yet renamed (`checkpoints.publish`);
 - `pointer:N`     checkpoint N renamed, the `latest` pointer not yet moved (`checkpoints.point`);
 - `full:N`        the disk fills after optimiser step N: no file may grow past 64 KiB from then on (RLIMIT_FSIZE;
-                  Python ignores SIGXFSZ, so a write past it fails with EFBIG, as one on a full disk with ENOSPC).
+                  Python ignores SIGXFSZ, so a write past it fails with EFBIG, as one on a full disk with ENOSPC);
+- `fsize:B`       no file may grow past B bytes from the command's start.
+Both come after torch._dynamo is imported: torch 2.8 writes a generated module into the temporary folder when it is
+first imported (a disk full from the start stops torch itself there).
 """
 
 from __future__ import annotations
@@ -31,11 +34,16 @@ def install(point: str) -> None:
 
     name, _, step = point.partition(":")
     step = int(step)
-    if name == "full":
+    if name in ("full", "fsize"):
         import resource
 
+        import torch._dynamo  # noqa: F401  (see above)
+
+        fill = lambda size=64 * 1024: resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))  # noqa: E731
+    if name == "fsize":
+        fill(step)
+    elif name == "full":
         init = Trainer.__init__
-        fill = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))  # noqa: E731
 
         def filling(self, *args, **kwargs):
             init(self, *args, **kwargs)

@@ -302,8 +302,6 @@ def test_an_output_on_a_full_disk_is_one_line_naming_it_and_nothing_is_left(comm
     """No file may grow past `limit` bytes (RLIMIT_FSIZE: EFBIG, as ENOSPC on a full disk): numpy's and
     safetensors' shards, predict's and evaluate's outputs. One line naming the output asked for, exit 2, nothing
     half-written beside it (was a traceback, exit 1: numpy's "N requested and M written" carries no errno)."""
-    import resource
-
     texts = tmp_path / "texts.txt"
     texts.write_text("".join(line.split("\t")[0] + "\n" for line in (data / "train.tsv").read_text().splitlines()[1:]))
     out = tmp_path / "out"
@@ -312,9 +310,7 @@ def test_an_output_on_a_full_disk_is_one_line_naming_it_and_nothing_is_left(comm
             "predict": ["predict", "--model", str(reference), "--input", str(texts), "--output", str(out)],
             "evaluate": ["evaluate", "--model", str(reference), "--output", str(out)]}
     args["extract-safetensors"] = [*args["extract-npy"][:-1], "safetensors"]
-    full = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # noqa: E731
-    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *args[command]], capture_output=True, text=True,
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=600, preexec_fn=full)
+    proc = bertkit(args[command], fault=f"fsize:{limit}")
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert last.startswith(f"bertkit {command.split('-')[0]}: error: ") and last.endswith(f": {out}"), last
