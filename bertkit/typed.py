@@ -198,9 +198,11 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
                            metavar=None if choices else "X")
 
 
-def given(args: argparse.Namespace, cls, prefix: str = "") -> dict:
-    """{field: value} of the flags of `cls` given on the command line (those that are not None; `--x none`: None)."""
-    values = {f.name: getattr(args, prefix + f.metadata.get("dest", f.name), None) for f in dataclasses.fields(cls)}
+def given(args: argparse.Namespace, cls, prefix: str = "", names=None) -> dict:
+    """{field: value} of the flags of `cls` (or of `names`) given on the command line (those that are not None;
+    `--x none`: None)."""
+    values = {f.name: getattr(args, prefix + f.metadata.get("dest", f.name), None) for f in dataclasses.fields(cls)
+              if names is None or f.name in names}
     return {name: None if value is UNSET else value for name, value in values.items() if value is not None}
 
 

@@ -449,7 +449,7 @@ def test_predict_jsonl_with_other_field_names_by_hub_columns(ner_run, conll_dir,
                  "words,labels"]) == 0
     assert capsys.readouterr().out == expected  # the same answers, the gold tags echoed
     assert main(["predict", "--model", str(ner_run), "--input", str(other), "--hub-columns", "words"]) == 2
-    assert "give two names" in capsys.readouterr().err
+    assert "'hub_columns' names two columns: words, tags" in capsys.readouterr().err
 
 
 def test_notebook_use_on_lists_of_words(ner_run, tiny_bert, conll_dir, tmp_path):

@@ -68,8 +68,7 @@ def read_overrides(args: argparse.Namespace) -> dict:
 
     if args.task_class is None:
         return {}
-    wanted = read_options(args.task_class.Options)
-    return {k: v for k, v in given(args, args.task_class.Options).items() if k in wanted}
+    return given(args, args.task_class.Options, names=read_options(args.task_class.Options))
 
 
 def register(subparsers, argv: list[str] | None = None) -> None:

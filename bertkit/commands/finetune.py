@@ -113,8 +113,6 @@ def task_help(parser: argparse.ArgumentParser) -> str:
 
 def overrides_from(args: argparse.Namespace) -> dict:
     """The flags given on the command line, as flat config keys (run fields, hub_*, compute, task options)."""
-    import dataclasses
-
     from ..config import Compute, HubSource, Peft, RunConfig
     from ..typed import given
 
@@ -123,8 +121,7 @@ def overrides_from(args: argparse.Namespace) -> dict:
     out.update(given(args, Compute))
     out.update({("peft" if k == "method" else k): v for k, v in given(args, Peft).items()})
     if args.task_class is not None:
-        names = {f.name for f in dataclasses.fields(args.task_class.Options)}
-        out.update({k: v for k, v in given(args, args.task_class.Options).items() if k in names})
+        out.update(given(args, args.task_class.Options))
     return files_from_here(out)
 
 

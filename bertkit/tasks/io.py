@@ -40,6 +40,27 @@ class TaskIO:
         return {}
 
     @classmethod
+    def add_read_flags(cls, group, exclude=()) -> None:
+        """`bertkit predict` flags for the task's options that say how a file is read (`read=True`: columns, ...),
+        as `finetune` and `evaluate` take them; `exclude`: those predict's input has no use for."""
+        from ..typed import add_flags, read_options
+
+        add_flags(group, cls.Options, names=[n for n in read_options(cls.Options) if n not in exclude])
+
+    @classmethod
+    def read_as_the_run(cls, args):
+        """The task's options an input file is read with: the run's own (its config.yaml; else the defaults), with
+        the read flags given (`add_read_flags`) on top, checked as a recipe's."""
+        from ..typed import build, given, read_options
+        from .folders import checkpoint_task
+        from .saved import saved_task
+
+        saved = saved_task(checkpoint_task(args.model)[1])
+        base = saved.options if saved is not None and isinstance(saved.options, cls.Options) else None
+        return build(cls.Options, given(args, cls.Options, names=read_options(cls.Options)), "the command line",
+                     base=base)
+
+    @classmethod
     def read_inputs(cls, source: str, args) -> list[dict]:
         """`bertkit predict --input`: rows with the `input_fields`, read and checked line by line (JSONL by
         default; `-` is standard input)."""

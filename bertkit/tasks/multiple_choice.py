@@ -238,23 +238,12 @@ class MultipleChoice(Task):
     # --- bertkit predict: SWAG CSV, or JSONL rows --------------------------------------------------------------
     @classmethod
     def add_predict_flags(cls, group) -> None:
-        from ..typed import add_flags, read_options
-
-        add_flags(group, MultipleChoiceOptions, names=[n for n in read_options(MultipleChoiceOptions)
-                                                       if n != "label_column"])
+        cls.add_read_flags(group, exclude=("label_column",))  # predict's CSV is unlabelled
 
     @classmethod
     def read_inputs(cls, source, args):
         if source != "-" and Path(source).suffix.lower() in (".csv", ".tsv"):  # its columns as the run's, or flags'
-            from ..typed import build, given, read_options
-            from .folders import checkpoint_task
-            from .saved import saved_task
-
-            saved = saved_task(checkpoint_task(args.model)[1])
-            flags = {k: v for k, v in given(args, MultipleChoiceOptions).items()
-                     if k in read_options(MultipleChoiceOptions)}
-            o = build(MultipleChoiceOptions, flags, "the command line", base=saved.options if saved else None)
-            data = read_choices(Path(source), o, labelled=False)
+            data = read_choices(Path(source), cls.read_as_the_run(args), labelled=False)
             return [{"context": c, "start": s, "endings": e}
                     for c, s, e in zip(data["context"], data["start"], data["endings"], strict=True)]
         return super().read_inputs(source, args)

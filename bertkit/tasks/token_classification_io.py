@@ -68,21 +68,12 @@ class TokenClassificationIO:
                            help="each input line is words separated by white space (no splitting)")
         group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
                            help="JSONL (tags and entities) or CoNLL 'token gold pred' (default jsonl)")
-        group.add_argument("--hub-columns", help="JSONL input: the names of its words' and gold tags' fields, "
-                                                 "comma-separated (default: the run's, else tokens,ner_tags)")
+        cls.add_read_flags(group, exclude=("tag_column",))  # JSONL's fields; a CoNLL input's tags are its last column
 
     @classmethod
     def read_inputs(cls, source, args):
-        from .folders import checkpoint_task
-        from .saved import saved_task
-
-        saved = saved_task(checkpoint_task(args.model)[1])  # a run's config.yaml: its JSONL columns
-        columns = tuple(saved.options.hub_columns) if saved is not None and saved.options.hub_columns else None
-        if args.hub_columns:
-            columns = tuple(c.strip() for c in args.hub_columns.split(","))
-            if len(columns) != 2 or not all(columns):
-                raise BertkitError(f"--hub-columns {args.hub_columns}: give two names, the words' and the tags'")
-        return read_sentences(source, args.format, args.pretokenized, columns)
+        columns = cls.read_as_the_run(args).hub_columns  # JSONL's: the run's, or --hub-columns
+        return read_sentences(source, args.format, args.pretokenized, tuple(columns) if columns else None)
 
     def predict_slices(self, rows):
         """Slices of whole documents: a model trained with document context reads a sentence's neighbours."""
