@@ -3,8 +3,10 @@ to this interface; a task is one class (with its options dataclass) and nothing 
 by name. docs/tasks.md ("The task contract") has the table of what follows.
 
 What a task's author must write (examples/custom_task.py writes these and one optional hook):
-- class attributes `name` (the registry key), `auto_model_class` and `architecture` (the head), and, where the task
-  has them, `Options` (a frozen dataclass: recipe keys under `task_options:`, flat flags) and `input_fields`;
+- class attributes `name` (the registry key), `auto_model_class` and `architecture` (the head), `metric_builtins`
+  and `default_metrics` (what it scores, the first choosing the best model), and, where the task has them,
+  `Options` (a frozen dataclass: recipe keys under `task_options:`, flat flags), `input_fields`, `example_fields`
+  and `text_fields`;
 - `load_data(cfg)` and `load_split(cfg, split, label_names, file)`: the run's files (or the hub) read and checked
   into examples;
 - `encode(examples)`: examples → model inputs with a `length` column;
@@ -38,7 +40,8 @@ from ..families import fit_tokenizer, max_positions
 from ..inference import forward_all
 from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
 from ..typed import build
-from ..utils import atomic_path, say
+from ..utils import atomic_path, say, set_seed
+from .inputs import as_dataset, by_names, label_list
 from .io import TaskIO
 from .saved import saved_task
 
@@ -53,17 +56,6 @@ def head_labels(config: dict) -> list[str] | None:
     if "id2label" not in config:
         return None
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
-
-
-def as_dataset(data) -> datasets.Dataset:
-    """A Dataset as it is, or a dict of equal-length lists as one."""
-    if isinstance(data, datasets.Dataset):
-        return data
-    data = dict(data)
-    sizes = {k: len(v) for k, v in data.items()}
-    if len(set(sizes.values())) > 1:
-        raise BertkitError("columns of unequal length: " + ", ".join(f"{k} {n}" for k, n in sizes.items()))
-    return datasets.Dataset.from_dict(data)
 
 
 class Task(TaskIO):
@@ -84,6 +76,7 @@ class Task(TaskIO):
     uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler applies)
     input_fields: dict[str, type] = {}  # one prediction input: field → str or list (of texts) (JSONL rows, serve)
     example_fields: tuple[str, ...] = ()  # columns a training or evaluation example has (`Trainer.fit` checks them)
+    text_fields: tuple[str, ...] = ()  # those (and optional ones) that hold texts or lists of words: strings only
     optional_fields: dict[str, type] = {"id": str | int}  # fields an input row may have
     runner = None  # None: the torch model through `forward_all`; else a callable with its contract (ONNX Runtime)
 
@@ -97,7 +90,7 @@ class Task(TaskIO):
             raise BertkitError(f"max_length {max_length}: the model takes at most {limit} tokens in a sequence")
         default = self.default_max_length
         self.max_length = max_length or (min(default, limit) if default and limit else default)
-        self.label_names = list(label_names) if label_names else self._labels_from_config(model.config)
+        self.label_names = label_list(label_names) if label_names else self._labels_from_config(model.config)
 
     def _labels_from_config(self, config) -> list[str]:
         if not self.named_labels:
@@ -135,11 +128,14 @@ class Task(TaskIO):
     # --- construction ------------------------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, name: str, label_names: list[str] | None = None, max_length: int | None = None,
-                        allow_pickle: bool = False, options=None, **option_values):
-        """A base checkpoint gets a new head for `label_names`; a fine-tuned one keeps its own labels. The task's
+                        allow_pickle: bool = False, options=None, seed: int | None = None, **option_values):
+        """A base checkpoint gets a new head for `label_names` (drawn from `seed`'s random numbers where one is
+        given, as `bertkit finetune` draws it from the run's; otherwise from torch's as they stand); a fine-tuned one
+        keeps its own labels. The task's
         options are `options` (an `Options` instance) or given by name (`doc_pooling="mean"`); a bertkit run folder
         brings its own options and max length (its config.yaml) under those given here, so that evaluate and
         predict encode exactly as the run did."""
+        label_names = label_list(label_names) if label_names else label_names  # before the model loads
         path, local = resolve_model(name)
         saved_length, base = cls.run_settings(path) if local else (None, None)
         max_length = max_length or saved_length
@@ -153,6 +149,8 @@ class Task(TaskIO):
         elif base is None:  # the head's variant (regression, multi-label) from its config.json, a hub id's too
             found = cls.for_checkpoint(checkpoint_config(name))
             cls = found if found is not None and issubclass(found, cls) else cls
+        if seed is not None:
+            set_seed(seed)
         model = cls._load_model(name, label_names, allow_pickle)
         task = cls(model, load_tokenizer(name), label_names, max_length, options)
         task.source = name
@@ -204,10 +202,11 @@ class Task(TaskIO):
 
     @classmethod
     def from_config(cls, cfg, label_names: list[str] | None = None, allow_pickle: bool = False):
-        """The task a run config asks for: `cfg.model` with a head for `label_names` and the run's options."""
+        """The task a run config asks for: `cfg.model` with a head for `label_names` (from the run's seed) and the
+        run's options."""
         return cls.resolve(cfg.task_options).from_pretrained(cfg.model, label_names=label_names,
                                                              max_length=cfg.max_length, allow_pickle=allow_pickle,
-                                                             options=cfg.task_options)
+                                                             options=cfg.task_options, seed=cfg.seed)
 
     def run_options(self):
         """The options that describe this task as it is (what a run folder records). An option left to a default
@@ -245,13 +244,15 @@ class Task(TaskIO):
 
     # --- features and training --------------------------------------------------------------------------------
     def examples(self, data) -> datasets.Dataset:
-        """Training or evaluation examples as a Dataset: a Dataset as it is, or a dict of lists; label names in a
+        """Training or evaluation examples as a Dataset (`inputs.as_dataset`: a Dataset, a dict of lists, a
+        DataFrame, records; a missing value in a column the task reads refused, the row named); label names in a
         `label` column are mapped to ids, and a label that is neither one of the names nor an id is refused (the
-        row named)."""
-        ds = as_dataset(data)
+        row named). A Dataset's ClassLabel column is read by its names."""
+        ds = self._checked(data)
         if not self.named_labels or "label" not in ds.column_names or not len(ds):
             return ds
         names = self.label_names
+        ds = by_names(ds, names)
         for i, x in enumerate(ds["label"]):
             if x not in names and not (type(x) is int and 0 <= x < len(names)):
                 hint = " (-1 marks an unlabelled row, as in GLUE's test splits)" if x == -1 else ""
@@ -260,6 +261,9 @@ class Task(TaskIO):
         if isinstance(ds[0]["label"], str):
             ds = ds.map(lambda ex: {"label": names.index(ex["label"])})
         return ds
+
+    def _checked(self, data) -> datasets.Dataset:
+        return as_dataset(data, read=self.example_fields, texts=self.text_fields)
 
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         raise NotImplementedError

@@ -130,6 +130,7 @@ class SequenceClassification(ClassificationIO, Task):
     uses_pooler = True
     input_fields = {"text": str}
     example_fields = ("text", "label")
+    text_fields = ("text", "text_pair")
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, label_names, max_length, options)

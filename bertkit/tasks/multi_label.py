@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from ..data.classification import MULTI
+from ..errors import BertkitError
 from ..metrics import MULTI_LABEL_BUILTIN
-from .base import as_dataset
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:
@@ -37,10 +37,17 @@ class MultiLabelHead:
     default_metrics = ("micro_f1", "macro_f1", "subset_accuracy")
 
     def examples(self, data) -> datasets.Dataset:
-        """Examples whose `label` is a list of label ids (names are mapped to ids)."""
-        ds = as_dataset(data)
+        """Examples whose `label` is a list of label ids (names are mapped to ids; anything else is refused, the
+        row named)."""
+        ds = self._checked(data)
+        names = self.label_names
+        for i, ids in enumerate(ds["label"] if "label" in ds.column_names else []):
+            if isinstance(ids, str) or not isinstance(ids, list):
+                raise BertkitError(f"row {i}: label {ids!r}: a multi-label example's label is a list of names or ids")
+            odd = next((x for x in ids if x not in names and not (type(x) is int and 0 <= x < len(names))), None)
+            if odd is not None:
+                raise BertkitError(f"row {i}: label {odd!r} is neither one of {names} nor an id 0-{len(names) - 1}")
         if "label" in ds.column_names and any(isinstance(x, str) for ids in ds["label"] for x in ids):
-            names = self.label_names
             ds = ds.map(lambda ex: {"label": sorted({x if isinstance(x, int) else names.index(x)
                                                      for x in ex["label"]})})
         return ds

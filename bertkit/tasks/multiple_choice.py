@@ -102,6 +102,7 @@ class MultipleChoice(Task):
     uses_pooler = True
     input_fields = {"context": str, "endings": list}
     example_fields = ("context", "endings", "label")
+    text_fields = ("context", "start", "endings")
     optional_fields = {"id": str | int, "start": str}
 
     def __init__(self, model, tokenizer, *args, **kwargs):
@@ -142,6 +143,16 @@ class MultipleChoice(Task):
         return read_choices(path, cfg.task_options, max_samples=cfg.max_eval_samples)
 
     # --- features and training --------------------------------------------------------------------------------
+    def examples(self, data) -> datasets.Dataset:
+        """Questions as a Dataset (`context`, `start`, `endings`, `label`: the index of the right ending)."""
+        ds = self._checked(data)
+        if {"endings", "label"} <= set(ds.column_names):
+            for i, (endings, label) in enumerate(zip(ds["endings"], ds["label"], strict=True)):
+                if type(label) is not int or not 0 <= label < len(endings):
+                    raise BertkitError(f"row {i}: label {label!r} is not the index of one of its {len(endings)} "
+                                       f"endings (0-{len(endings) - 1})")
+        return ds
+
     def encode(self, examples: datasets.Dataset) -> datasets.Dataset:
         """Examples → one feature each: N pairs (context, start + ending) of model inputs, `length` (the longest
         pair), `example_index`, and `labels` (the right ending) when the examples have one."""

@@ -38,7 +38,7 @@ from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps
-from .base import Task, as_dataset
+from .base import Task
 from .qa_spans import (
     candidates,
     decide,
@@ -98,6 +98,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
     default_metrics = ("exact_match", "f1")
     input_fields = {"question": str, "context": str}
     example_fields = ("question", "context", "answers")
+    text_fields = ("question", "context")
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, [], max_length, options)  # no label names: the head is start/end
@@ -149,16 +150,17 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         return load_squad_split(cfg, cfg.task_options, split, file)
 
     def examples(self, data) -> datasets.Dataset:
-        """Questions as a Dataset. A dict of lists in the datasets layout (`question`, `context`, `answers` as
-        `{"text": [...], "answer_start": [...]}`, `id`?) is checked as a hub split is (`data.squad.check_rows`: an
-        answer_start that does not index its answer is refused, the row named, or skipped with the option
-        `skip_bad_examples`) and numbered where it has no ids."""
-        if isinstance(data, datasets.Dataset):
-            return data
-        ds = as_dataset(data)
+        """Questions as a Dataset. A dict of lists or a Dataset in the datasets layout (`question`, `context`,
+        `answers` as `{"text": [...], "answer_start": [...]}`, `id`?) is checked as a hub split is
+        (`data.squad.check_rows`: an answer_start that does not index its answer is refused, the row named, or
+        skipped with the option `skip_bad_examples`) and numbered where it has no ids; a Dataset that passes whole
+        is kept as it is."""
+        ds = self._checked(data)
         if not {"question", "context", "answers"} <= set(ds.column_names):
             return ds  # `Trainer.fit` names the missing column
-        return check_rows(ds, None, self.allow_no_answer, self.options.skip_bad_examples)
+        checked = check_rows(ds, None, self.allow_no_answer, self.options.skip_bad_examples)
+        whole = isinstance(data, datasets.Dataset) and len(checked) == len(ds) and "id" in ds.column_names
+        return ds if whole else checked
 
     # --- features -------------------------------------------------------------------------------------
     def _cut_questions(self, questions: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np
 from ..data.classification import REGRESSION
 from ..errors import BertkitError
 from ..metrics import REGRESSION_BUILTIN
-from .base import as_dataset
+from ..models import checkpoint_config
 
 
 class RegressionHead:
@@ -30,6 +30,14 @@ class RegressionHead:
     default_metrics = ("pearson", "spearman", "mse")
     lower_is_better = frozenset({"mse"})
 
+    @classmethod
+    def _load_model(cls, name: str, label_names, allow_pickle: bool):
+        """A checkpoint without a regression head gets one output, named "score" (the stsb recipe's name) where no
+        name is given."""
+        if not label_names and checkpoint_config(name).get("problem_type") != REGRESSION:
+            label_names = ["score"]
+        return super()._load_model(name, label_names, allow_pickle)
+
     def _check_head(self) -> None:
         if self.model.config.num_labels != 1:
             raise BertkitError(f"a regression head has one output; this model has {self.model.config.num_labels}")
@@ -38,7 +46,7 @@ class RegressionHead:
 
     def examples(self, data) -> datasets.Dataset:
         """Examples with float labels (numbers written as text are converted)."""
-        ds = as_dataset(data)
+        ds = self._checked(data)
         if "label" in ds.column_names and len(ds) and not isinstance(ds[0]["label"], float):
             try:
                 ds = ds.cast_column("label", datasets.Value("float64"))

@@ -41,7 +41,7 @@ from ..feature_cache import cached_map
 from ..metrics import NER_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps
-from .base import Task, as_dataset
+from .base import Task
 from .casing import add_casing_types
 from .token_classification_io import TokenClassificationIO
 from .windows import context_words, encode_windows, merge_windows
@@ -111,6 +111,7 @@ class TokenClassification(TokenClassificationIO, Task):
     default_max_length = None  # the checkpoint's own (`save` records it), else 128
     input_fields = {"sentence": str}
     example_fields = ("tokens", "tags")
+    text_fields = ("tokens",)
 
     def __init__(self, model, tokenizer, label_names=None, max_length: int | None = None, options=None):
         super().__init__(model, tokenizer, label_names, max_length, options)
@@ -147,11 +148,18 @@ class TokenClassification(TokenClassificationIO, Task):
     def examples(self, data) -> datasets.Dataset:
         """Sentences as a Dataset (a dict of lists: `tokens`, `tags` as names or ids, `doc`?); a sentence whose tags
         are not one per word is refused (the row named)."""
-        ds = as_dataset(data)
+        ds = self._checked(data)
         if {"tokens", "tags"} <= set(ds.column_names):
+            names = self.label_names
             for i, (words, tags) in enumerate(zip(ds["tokens"], ds["tags"], strict=True)):
+                if isinstance(words, str) or isinstance(tags, str):
+                    raise BertkitError(f"row {i}: tokens and tags are lists (one tag per word), got a string")
                 if len(words) != len(tags):
                     raise BertkitError(f"row {i}: {len(words)} words but {len(tags)} tags")
+                odd = next((t for t in tags if t not in names and not (type(t) is int and 0 <= t < len(names))),
+                           None) if names else None
+                if odd is not None:
+                    raise BertkitError(f"row {i}: tag {odd!r} is neither one of {names} nor an id 0-{len(names) - 1}")
         return ds
 
     # --- features -----------------------------------------------------------------------------------------------

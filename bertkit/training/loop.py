@@ -36,6 +36,7 @@ from ..device import matmul_precision
 from ..errors import BertkitError, Stopped
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
+from ..tasks.inputs import named_sets
 from ..trackers import check_trackers
 from ..utils import set_seed
 from . import checkpoints, launch
@@ -133,10 +134,10 @@ class Trainer:
     # --- training -----------------------------------------------------------------------------------
     def fit(self, train, evals: dict, test=None) -> dict:
         cfg, acc = self.cfg, self.accelerator
-        if not evals:
+        if evals is None or (isinstance(evals, dict) and not evals):
             raise BertkitError("at least one evaluation set is needed (validation_files)")
         train = _examples(self.task, train, "train")
-        evals = {k: _examples(self.task, v, f"evals[{k!r}]") for k, v in evals.items()}
+        evals = {k: _examples(self.task, v, f"evals[{k!r}]") for k, v in named_sets(evals).items()}
         with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
             features = self.task.encode(train)
             eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}

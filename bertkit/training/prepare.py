@@ -88,8 +88,8 @@ def make_accelerator(config, output_dir, accelerator=None):
 
 def trained_config(config: RunConfig, task) -> RunConfig:
     """`config` with what the task is (its name, model, max length, options with the labels it has): the config a
-    run folder records. A notebook's config may be for another task (the default one): its default metrics then
-    give way to the trained task's."""
+    run folder records. A notebook's config may be for another task (the default one) or another variant of it (a
+    multi-label head under a single-label config): its default metrics then give way to the trained task's."""
     from ..tasks import get_task
 
     options = task.run_options()
@@ -97,7 +97,8 @@ def trained_config(config: RunConfig, task) -> RunConfig:
             task.name, task.source or config.model, task.max_length, options):
         return config  # the run's own config (`bertkit finetune`): nothing to rebuild
     values = {k: v for k, v in config.to_dict().items() if k != "task_options"}
-    if config.task != task.name and config.metrics == list(get_task(config.task).metrics_for(config.task_options)[1]):
+    defaults = list(get_task(config.task).metrics_for(config.task_options)[1])
+    if config.metrics == defaults and list(type(task).metrics_for(options)[1]) != defaults:
         values.pop("metrics"), values.pop("main_metric")
     values.update(task=task.name, model=task.source or config.model, max_length=task.max_length,
                   task_options=to_dict(options))
