@@ -110,6 +110,33 @@ def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):
     assert meta["rows"] == sum(map(len, SENTENCES)) and meta["layers"] == [2]
 
 
+@pytest.mark.parametrize("given, words", [
+    (b"first sentence\nsecond one\nthird one\n", [["first", "sentence"], ["second", "one"], ["third", "one"]]),
+    (b"only one\n", [["only", "one"]]),
+    (b"-DOCSTART- -X- O\n\nEU B-ORG\nrejects O\n", [["EU", "rejects"]]),  # CoNLL, told by its first line
+])
+def test_standard_input_is_read_whole_after_its_format_is_told(tiny_bert, tmp_path, monkeypatch, given, words):
+    """The format's detection reads standard input's first line: the reading after it still starts there."""
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(given)))
+    assert main(["extract", "--model", str(tiny_bert), "--input", "-", "--output", str(tmp_path / "f"),
+                 "--layers", "last"]) == 0
+    assert [w for w, _ in FeatureReader(tmp_path / "f")] == words
+
+
+def test_bytes_that_are_not_utf8_on_standard_input_are_one_line(tiny_bert, tmp_path, monkeypatch, capsys):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"good\ngood \xff bad\n")))
+    assert main(["extract", "--model", str(tiny_bert), "--input", "-", "--output", str(tmp_path / "f"),
+                 "--layers", "last"]) == 2
+    assert capsys.readouterr().err.strip().endswith("error: <stdin>, line 2: not UTF-8 text (byte 0xff)")
+    assert not (tmp_path / "f").exists()
+
+
 def test_conll_input_one_row_per_word_and_sentence_level_output(tiny_bert, tmp_path):
     conll = tmp_path / "x.txt"
     conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n")

@@ -135,23 +135,56 @@ def source_name(source) -> str:
     return "<stdin>" if str(source) == "-" else str(source)
 
 
+_PEEKED: list[bytes] = []  # standard input's first lines, read by `first_line` (a format's detection) and not yet
+# by `iter_lines`, which gives them first
+
+
 def iter_lines(source) -> Iterator[tuple[int, str]]:
     """(line number, text) of every line of a file, or of standard input for `-`, streamed: the line end removed, a
     UTF-8 byte-order mark dropped; a byte that is not UTF-8 stops with the file and line."""
     if str(source) == "-":
-        for n, line in enumerate(sys.stdin, start=1):
-            yield n, (line.lstrip("\ufeff") if n == 1 else line).rstrip("\r\n")
+        for n, raw in enumerate(_stdin_lines(), start=1):
+            yield n, _decoded(raw, source, n)
         return
     path = Path(source)
     if not path.is_file():
         raise DataError("file not found" if not path.exists() else "not a file", file=path)
     with open(path, "rb") as f:
         for n, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=path, line=n) from None
-            yield n, text.rstrip("\r\n")
+            yield n, _decoded(raw, path, n)
+
+
+def _stdin_lines() -> Iterator[bytes]:
+    """Standard input's lines as bytes (decoded as a file's are), those `first_line` peeked at first."""
+    while _PEEKED:
+        yield _PEEKED.pop(0)
+    while raw := _stdin_line():
+        yield raw
+
+
+def _stdin_line() -> bytes:
+    stream = getattr(sys.stdin, "buffer", None)  # a notebook's or a test's text stream has none
+    return stream.readline() if stream is not None else sys.stdin.readline().encode("utf-8", "surrogateescape")
+
+
+def _decoded(raw: bytes, source, n: int) -> str:
+    try:
+        text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=source_name(source), line=n) from None
+    return text.rstrip("\r\n")
+
+
+def first_line(source) -> str | None:
+    """The first line with text of a file or of standard input (kept there for the reading that follows), or None."""
+    if str(source) != "-":
+        return next((line for _, line in iter_lines(source) if line.strip()), None)
+    while raw := _stdin_line():
+        _PEEKED.append(raw)
+        text = _decoded(raw, source, len(_PEEKED))
+        if text.strip():
+            return text
+    return None
 
 
 def without_blank_end(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:

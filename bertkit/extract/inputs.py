@@ -12,7 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..data.conll import DOCSTART, scan_conll
-from ..data.readers import DELIMITERS, TEXT_COLUMNS, iter_lines, json_object, read_rows, without_blank_end
+from ..data.readers import (
+    DELIMITERS,
+    TEXT_COLUMNS,
+    first_line,
+    iter_lines,
+    json_object,
+    read_rows,
+    source_name,
+    without_blank_end,
+)
 from ..errors import DataError
 
 FORMATS = ("auto", "text", "pretokenized", "conll", "jsonl", "table")
@@ -41,10 +50,10 @@ def detect_format(path: Path) -> str:
         return "jsonl"
     if path.suffix.lower() in TABLES:
         return "table"
-    for _, line in iter_lines(path):
-        if line.strip():
-            return "conll" if line.startswith("-DOCSTART-") or path.suffix.lower() == ".conll" else "text"
-    raise DataError("file is empty", file=path)
+    line = first_line(path)  # standard input keeps it for the reading
+    if line is None:
+        raise DataError("file is empty" if str(path) != "-" else "no input", file=source_name(path))
+    return "conll" if line.startswith("-DOCSTART-") or path.suffix.lower() == ".conll" else "text"
 
 
 def read_sentences(path, fmt: str, tokenizer=None, text_field: str | None = None

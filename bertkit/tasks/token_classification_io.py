@@ -116,9 +116,9 @@ def _is_conll(source: str, fmt: str) -> bool:
     path = Path(source)
     if path.suffix.lower() in CONLL_SUFFIXES:
         return True
-    from ..data.readers import iter_lines
+    from ..data.readers import first_line
 
-    return next(iter_lines(path), (0, ""))[1].startswith("-DOCSTART-")
+    return (first_line(path) or "").startswith("-DOCSTART-")
 
 
 def read_sentences(source: str, fmt: str, pretokenized: bool, columns: tuple[str, str] | None = None) -> list[dict]:
