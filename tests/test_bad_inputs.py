@@ -185,6 +185,22 @@ def test_a_10_mb_single_line_is_refused_clearly_without_traceback(tiny_bert, tmp
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+def test_two_evaluation_files_of_one_name_are_refused(tiny_bert, clf, tmp_path, capsys):
+    """A split is named by its file's stem: two of one stem were one split (the last file's), the other's results
+    lost; a validation file named test.* and the test file likewise."""
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(GOOD / "dev.tsv", other / "dev.tsv")
+    shutil.copy(GOOD / "dev.tsv", other / "test.tsv")
+    check(SST2 + [str(GOOD / "dev.tsv"), "--validation-files", f"dev.tsv,{other / 'dev.tsv'}"],
+          f"dev.tsv and {other / 'dev.tsv'} would both be the split 'dev' of the results (a split is named by its "
+          "file's name without the extension): rename one", tiny_bert, clf, tmp_path, capsys)
+    check(SST2 + [str(GOOD / "dev.tsv"), "--validation-files", str(other / "test.tsv"), "--test-file", "dev.tsv"],
+          f"{other / 'test.tsv'} and the test file dev.tsv would both be the split 'test' of the results (a split is "
+          "named by its file's name without the extension): rename one, or leave the test file out with "
+          "--test-file none", tiny_bert, clf, tmp_path, capsys)
+
+
 @pytest.mark.parametrize("recipe, train, evaluated", [("sst2", "dev.tsv", "dev.tsv"),
                                                       ("conll2003", "valid.conll", "valid.txt")])
 def test_a_training_file_alone_names_where_the_recipes_evaluation_file_was_looked_for(

@@ -31,6 +31,14 @@ def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
     """The run's evaluation files. Without a data folder a recipe's own names (`dev.tsv`) are looked for in the
     working folder; one that is not there is named with that, and with the flags that say where it is."""
     paths = [local_path(data_dir, name) for name in cfg.validation_files]
+    names = [p.stem for p in paths] + (["test"] if cfg.test_file else [])  # each split's name in the results
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        files = [str(name) for name, p in zip(cfg.validation_files, paths, strict=True) if p.stem == twice]
+        files += [f"the test file {cfg.test_file}"] if twice == "test" and cfg.test_file else []
+        raise BertkitError(f"{' and '.join(files)} would both be the split '{twice}' of the results (a split is "
+                           "named by its file's name without the extension): rename one"
+                           + (", or leave the test file out with --test-file none" if twice == "test" else ""))
     for path in paths:
         if data_dir is None and not path.is_absolute() and not path.is_file():
             raise DataError(f"file not found (an evaluation file, looked for in the working folder: there "
