@@ -29,7 +29,7 @@ def test_bom_and_crlf_just_work(tmp_path):
 @pytest.mark.parametrize("content, line, field, message", [
     ("sentence\tlabel\nok\t1\nmissing a column\n", 3, None, "expected 2 columns"),
     ("sentence\tlabel\nok\t1\nfine\tneutral\n", 3, "label", "unknown label 'neutral' (expected one of: negative, "
-     "positive; --label-names gives others, --label-names '' takes the training file's)"),
+     "positive: the run's labels, from --label-names, or with --label-names '' from the training file)"),
     ("sentence\tlabel\nok\t1\n  \t0\n", 3, "sentence", "empty text"),
     ("sentence\tlabel\nok\t1\nfine\t \n", 3, "label", "no label (every row of a labelled file has one; `bertkit "
      "predict` reads texts without)"),
@@ -124,3 +124,19 @@ def test_one_text_per_line_leaves_out_blank_lines_at_the_end_only(tmp_path, cont
         read_lines(f)
     assert (e.value.line, e.value.reason) == (2, "empty text (one text per line; remove blank lines)") if blank == 2 \
         else e.value.reason == "file is empty"
+
+
+def test_a_discovered_label_set_has_no_empty_label_and_numbers_in_numeric_order(tmp_path):
+    """--label-names '': the training file's labels. An empty cell was a class named ""; stars 1-10 sorted as text
+    put 10 second."""
+    from bertkit.data.classification import label_order
+
+    f = write(tmp_path / "train.csv", "text,stars\nfine,1\nbad,\n")
+    with pytest.raises(DataError) as e:
+        read_classification_file(f, "text", "stars", None)
+    assert (e.value.line, e.value.field) == (3, "stars") and str(e.value).endswith("no label (every row of a "
+                                                                                   "labelled file has one; `bertkit "
+                                                                                   "predict` reads texts without)")
+    assert label_order({str(n) for n in range(1, 11)}) == [str(n) for n in range(1, 11)]
+    assert label_order({"0.5", "-1", "2"}) == ["-1", "0.5", "2"]
+    assert label_order({"pos", "neg", "10", "2"}) == ["10", "2", "neg", "pos"]  # not all numbers: as text

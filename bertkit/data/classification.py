@@ -25,6 +25,15 @@ from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, 
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
 
+def _label_name(value, path, line, column) -> str:
+    """A class label as written (the label set being discovered from the training file); an empty one refused."""
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        raise DataError("no label (every row of a labelled file has one; `bertkit predict` reads texts without)",
+                        file=path, line=line, field=column)
+    return text
+
+
 def _label_id(value, label_names: list[str], path, line, column):
     text = str(value).strip() if value is not None else ""
     if text in label_names:
@@ -34,8 +43,9 @@ def _label_id(value, label_names: list[str], path, line, column):
     if not text:  # a test split's row, or a gap: was "unknown label ''"
         raise DataError("no label (every row of a labelled file has one; `bertkit predict` reads texts without)",
                         file=path, line=line, field=column)
-    raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}; --label-names gives "
-                    "others, --label-names '' takes the training file's)", file=path, line=line, field=column)
+    raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}: the run's labels, from "
+                    "--label-names, or with --label-names '' from the training file)", file=path, line=line,
+                    field=column)
 
 
 def _number(value, path, line, column) -> float:
@@ -105,7 +115,7 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
             elif problem_type == MULTI:
                 out["label"].append(_label_list(value, label_names, label_delimiter, path, line, label_column))
             else:
-                out["label"].append(str(value).strip() if label_names is None else
+                out["label"].append(_label_name(value, path, line, label_column) if label_names is None else
                                     _label_id(value, label_names, path, line, label_column))
     return out
 
@@ -135,6 +145,15 @@ def _from_hub(cfg, o, splits: list[str], carve_percent: int | None, max_train, m
         return convert(train, max_train), {k: convert(v, max_eval) for k, v in evals.items()}
     evals = {s: convert(d, max_eval) for s, d in zip(splits[1:], data[1:], strict=True)}
     return convert(data[0], max_train), evals
+
+
+def label_order(names: set[str]) -> list[str]:
+    """Label names found in a training file, sorted: as numbers where all are numbers (stars 1-10: 1, 2, ..., 10,
+    not 1, 10, 2), else as text."""
+    try:
+        return sorted(names, key=float)
+    except ValueError:
+        return sorted(names)
 
 
 def carved_name(stem: str, percent: int) -> str:
@@ -192,7 +211,7 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
     eval_at = eval_paths(cfg, data_dir)
     if not label_names and o.problem_type != REGRESSION:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
-        label_names = sorted({n for x in found for n in x} if o.problem_type == MULTI else set(found))
+        label_names = label_order({n for x in found for n in x} if o.problem_type == MULTI else set(found))
     if o.carve_eval:
         whole = read_classification_file(train_path, **args, label_names=label_names)
         train, evals = carve(o, whole, train_path.stem, o.carve_eval)
