@@ -140,3 +140,13 @@ def test_a_discovered_label_set_has_no_empty_label_and_numbers_in_numeric_order(
     assert label_order({str(n) for n in range(1, 11)}) == [str(n) for n in range(1, 11)]
     assert label_order({"0.5", "-1", "2"}) == ["-1", "0.5", "2"]
     assert label_order({"pos", "neg", "10", "2"}) == ["10", "2", "neg", "pos"]  # not all numbers: as text
+
+
+def test_a_column_named_twice_in_the_header_is_refused_where_it_is_read(tmp_path):
+    """A row is a dict: the last of two columns of one name was read, silently."""
+    f = write(tmp_path / "dup.csv", "text,label,text\nthe good film,pos,x\n")
+    with pytest.raises(DataError) as e:
+        read_classification_file(f, "text", "label", None)
+    assert e.value.line == 1 and str(e.value).endswith("the header names 'text' twice (columns 1 and 3): rename one")
+    f = write(tmp_path / "notes.csv", "text,label,notes,notes\nthe good film,pos,x,y\n")  # not read: no matter
+    assert read_classification_file(f, "text", "label", None) == {"text": ["the good film"], "label": ["pos"]}

@@ -80,6 +80,11 @@ def _table(records, path: Path, columns: list[str] | None, required) -> list[tup
     first = [h.strip() for h in records[0][1]]
     headerless = bool(columns) and not set(required or columns) <= set(first)
     header, body = (list(columns), records) if headerless else (first, records[1:])
+    twice = next((c for c in header if header.count(c) > 1 and (not required or c in required)), None)
+    if twice is not None and not headerless:  # a dict keeps the last: the column read would be the other one
+        at = [i + 1 for i, c in enumerate(header) if c == twice]
+        raise DataError(f"the header names {twice!r} twice (columns {' and '.join(map(str, at))}): rename one",
+                        file=path, line=records[0][0])
     rows = []
     for line, fields in body:
         if len(fields) != len(header) and not (headerless and len(fields) > len(header)):
