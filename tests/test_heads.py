@@ -104,6 +104,21 @@ def test_predict_reads_a_file_laid_out_as_the_run_read_its_own(stsb_run, tmp_pat
         assert json.loads(capsys.readouterr().out)["text"] == text
 
 
+def test_predict_reads_a_file_quoted_as_the_run_read_its_own(tiny_bert, tmp_path, capsys):
+    """A TSV quoted throughout (R's write.table), trained on with --quoting csv: predict reads it so too (it carried
+    the run's layout over only where the run set columns or a delimiter)."""
+    rows = [f'"{t} film {i}"\t"{t[:3]}"' for i in range(4) for t in ("good", "bad")]
+    (tmp_path / "r.tsv").write_text('"text"\t"label"\n' + "\n".join(rows) + "\n")
+    run = tmp_path / "run"
+    assert main(["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(tmp_path), "--train-file", "r.tsv",
+                 "--validation-files", "r.tsv", "--quoting", "csv", "--text-column", "text", "--label-column",
+                 "label", "--label-names", "", "--max-steps", "1", "--batch-size", "4", "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(run), "--input", str(tmp_path / "r.tsv")]) == 0
+    texts = [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()]
+    assert texts == [r.split("\t")[0].strip('"') for r in rows]
+
+
 def test_multi_label_head_reloads_in_plain_transformers(multi_run):
     run, _ = multi_run
     metrics = json.loads((run / "metrics.json").read_text())["dev"]

@@ -71,7 +71,8 @@ class ClassificationIO:
         pairs = None if saved is None else saved.options.text_pair_column is not None
         trained_on = (None, None) if saved is None else (saved.options.text_column, saved.options.text_pair_column)
         layout = None
-        if saved is not None and (saved.options.columns or saved.options.delimiter):  # the STS Benchmark, CoLA
+        if saved is not None and (saved.options.columns or saved.options.delimiter  # the STS Benchmark, CoLA, a
+                                  or saved.options.quoting != "auto"):  # TSV quoted throughout (R's write.table)
             o = saved.options
             layout = {"delimiter": o.separator, "quoting": o.quoting, "columns": list(o.columns)}
         return read_texts(source, args.format, args.text_column, args.text_pair_column, pairs, args.id_column,
