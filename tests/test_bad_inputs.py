@@ -124,6 +124,8 @@ OTHER = [  # inputs that are not files of the corpus
      "split carved from it, add --carve-eval 20"),
     (SST2 + [str(GOOD / "dev.tsv"), "--class-weights", "1,2,3"], "class_weights has 3 values but there are 2 labels"),
     (SST2 + [str(GOOD / "dev.tsv"), "--problem-type", "regression"], "metric 'accuracy' is for single_label"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--problem-type", "regression", "--metrics", "mse", "--main-metric", "mse"],
+     "label_names ['negative', 'positive'] names more (a recipe's classes: --label-names '' names the output score)"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--train-file", "x.tsv"],
      "--train-file names one task's data"),
     (["finetune", "glue", "--model", "{tiny}", "--output-dir", "{out}", "--tasks", "mrpc,qqp", "--data-dir",

@@ -229,7 +229,8 @@ def head_label_names(options) -> list[str]:
     """The recipe's label names; a regression head has one output, named by label_names or 'score'."""
     if options.problem_type == REGRESSION:
         if len(options.label_names) > 1:
-            raise BertkitError(f"a regression head has one output; label_names {options.label_names} names more")
+            raise BertkitError(f"a regression head has one output; label_names {options.label_names} names more "
+                               "(a recipe's classes: --label-names '' names the output score)")
         return list(options.label_names) or ["score"]
     return list(options.label_names)
 
