@@ -61,6 +61,7 @@ def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
     right = [p["label"] == ("positive" if g == "1" else "negative") for p, g in zip(preds, gold, strict=True)]
     accuracy = sum(right) / len(gold)
     assert accuracy == evaluated["accuracy"] and len(preds) == evaluated["examples"] == 64
+    assert evaluated["precision"] == "fp32"  # the run trained in fp32: auto follows it (where it would be bf16)
     assert set(preds[0]) == {"text", "label", "score", "probabilities"}
     # a table with an id column (GLUE's test files: index): each answer carries its row's id, first
     test = tmp_path / "test.tsv"
@@ -71,6 +72,21 @@ def test_predict_accuracy_equals_evaluate(run_dir, sst2_dir, tmp_path, capsys):
     assert [list(a)[:2] for a in answers] == [["id", "text"]] * 2 and [a["id"] for a in answers] == ["7", "3"]
     assert main(["predict", "--model", str(run_dir), "--input", str(test), "--id-column", "key"]) == 2
     assert f'{test}, line 1, field "key": missing column (found: index, sentence)' in capsys.readouterr().err
+
+
+def test_inference_precision_follows_a_run_that_trained_in_fp32(tmp_path):
+    from bertkit.tasks.saved import inference_precision
+
+    for config, requested, chosen in [("compute:\n  precision: fp32\n", "auto", "fp32"),
+                                      ("compute:\n  precision: fp32\n", "bf16", "bf16"),  # asked: as asked
+                                      ("compute:\n  precision: auto\n", "auto", "auto"),
+                                      ("precision: fp32\n", "auto", "fp32"),  # bertkit 0.2's flat config
+                                      (None, "auto", "auto")]:  # not a run folder (a hub checkpoint's)
+        run = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+        run.mkdir()
+        if config:
+            (run / "config.yaml").write_text(config)
+        assert inference_precision(requested, run) == chosen, (config, requested)
 
 
 @pytest.mark.usefixtures("cpu_only")  # compared at 1e-6 with plain transformers on the CPU

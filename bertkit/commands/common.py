@@ -26,8 +26,8 @@ def add_inference_flags(p: argparse.ArgumentParser) -> None:
                                                   "hub id (e.g. textattack/bert-base-uncased-SST-2)")
     p.add_argument("--batch-size", type=positive(), default=128, help="examples per batch (default 128)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="auto = bf16 where the hardware computes it natively and faster, else fp32 "
-                        "(fp16 on older GPUs)")
+                   help="auto = fp32 for a run that trained in fp32 (its own numbers), else bf16 where the "
+                        "hardware computes it natively and faster, else fp32 (fp16 on older GPUs)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="also load pickle (.bin) weights; only for checkpoints you trust")
     p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx"],
@@ -50,6 +50,7 @@ def load_for_inference(args):
     from ..device import choose_precision, default_device
     from ..precast import precast
     from ..tasks import load_task
+    from ..tasks.saved import inference_precision
 
     if resolve_backend(getattr(args, "backend", "torch"), args.model) == "onnx":
         from ..export.runtime import load_onnx_task, read_export
@@ -62,7 +63,7 @@ def load_for_inference(args):
     task = load_task(args.model, allow_pickle=args.allow_pickle)
     device = default_device()
     task.model.to(device).eval()
-    precision = choose_precision(args.precision, device).precision
+    precision = choose_precision(inference_precision(args.precision, args.model), device).precision
     precast(task.model, precision)  # the linear weights in bf16 once, not at every batch (same answers)
     return task, precision
 

@@ -76,7 +76,8 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx"],
                    help="auto (default): onnx (ONNX Runtime) for a `bertkit export` folder, torch for anything else")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="torch backend: auto = bf16 where the hardware computes it natively and faster, else fp32")
+                   help="torch backend: auto = fp32 for a run that trained in fp32 (its own numbers), else bf16 where "
+                        "the hardware computes it natively and faster, else fp32")
     p.add_argument("--max-batch", type=int,
                    help="items gathered into one model call (default 16 on a CPU, else 64); when more are waiting, "
                         "a call takes the oldest request and those closest to it in length (docs/serve-and-export.md)")

@@ -75,12 +75,13 @@ class Engine:
             from ..extract import FeatureExtractor
             from ..precast import precast
             from ..tasks import head_task, load_task
+            from ..tasks.saved import inference_precision
 
             if threads:
                 torch.set_num_threads(threads)
             device = default_device()
             self.device = device.type
-            choice = choose_precision(precision, device)
+            choice = choose_precision(inference_precision(precision, model), device)
             self.precision, self.precision_reason = choice.precision, choice.reason
             self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, device)
             self.task = load_task(model, allow_pickle) if head_task(model) else None

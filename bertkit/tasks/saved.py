@@ -1,4 +1,5 @@
-"""What a bertkit run folder's config.yaml says of its task: the task's name, its options and the max length, read
+"""What a bertkit run folder's config.yaml says of its task: the task's name, its options and the max length (and the
+precision it trained in, which inference follows where it was fp32), read
 by the task side itself (the run config, `bertkit.config`, stands above the tasks: it resolves their options through
 the registry). Both layouts: this version's (`task:`, `task_options:`) and bertkit 0.2's flat one (`adapter:` names
 the task, every option at the top, some under their 0.2 names). Option keys this version does not know are left out
@@ -43,6 +44,18 @@ def saved_task(path) -> SavedTask | None:
     options = build(cls.Options, known, str(run))
     length = values.get("max_length")
     return SavedTask(cls.resolve(options), options, length if isinstance(length, int) else None)
+
+
+def inference_precision(requested: str, model) -> str:
+    """`--precision` for evaluate, predict and serve: `auto` is fp32 for a run that asked for fp32 (its own numbers,
+    not bf16's, on a machine where auto would choose bf16); otherwise as requested."""
+    run = Path(model) / "config.yaml"
+    values = load_yaml(run) if requested == "auto" and run.is_file() else None
+    if not isinstance(values, dict):
+        return requested
+    compute = values.get("compute")  # (bertkit 0.2's config is flat)
+    asked = compute.get("precision") if isinstance(compute, dict) else values.get("precision")
+    return "fp32" if asked == "fp32" else requested
 
 
 def _flat_options(options_class, values: dict) -> dict:
