@@ -69,3 +69,20 @@ def test_a_folder_that_cannot_be_made_is_one_line(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(BertkitError, match=r"output folder .*file/run: Not a directory"):
         RunFolder(tmp_path / "file" / "run").__enter__()  # was an OSError traceback (and a wait on the other ranks)
+
+
+def test_a_resume_given_other_settings_says_which(tiny_bert, sst2_dir, tmp_path, capsys):
+    """--resume continues the run from its checkpoint with the config given now; one that differs from the run's
+    (another learning rate, more steps, other data) is said, setting by setting; a moved run folder is not."""
+    run = ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--precision", "fp32",
+           "--save-every", "2", "--eval-every", "2"]
+    assert main([*run, "--max-steps", "2", "--output-dir", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main([*run, "--max-steps", "4", "--lr", "1e-3", "--output-dir", str(tmp_path / "a"), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert ("--resume: this run's config differs from the one it started with (lr 2e-05 → 0.001; max_steps 2 → 4); "
+            "it goes on with this one, from its checkpoint") in err
+    (tmp_path / "a").rename(tmp_path / "b")
+    assert main([*run, "--max-steps", "4", "--lr", "1e-3", "--output-dir", str(tmp_path / "b"), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "resumed from" in err and "differs" not in err

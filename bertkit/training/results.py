@@ -26,12 +26,42 @@ def open_run(trainer, step: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("eval_metrics.jsonl", "train_log.jsonl"):
         truncate_jsonl(out / name, step)
+    changed = config_changes(out / "config.yaml", trainer.cfg) if step else []
+    if changed:  # a resumed run given other settings (or data) than it started with: said, then as asked
+        trainer.log(f"--resume: this run's config differs from the one it started with ({'; '.join(changed)}); it "
+                    "goes on with this one, from its checkpoint")
     with atomic_path(out / "config.yaml") as p:
         p.write_text(to_yaml(trainer.cfg))
     write_json(out / "versions.json", {**package_versions(), "precision": trainer.precision,
                                          "precision_choice": trainer.precision_choice.to_dict(),
                                          "processes": acc.num_processes, "device": str(acc.device),
                                          "distributed_type": str(acc.distributed_type)})
+
+
+def config_changes(recorded, cfg) -> list[str]:
+    """'key old → new' for each setting of `cfg` that differs from the run's recorded config.yaml (the output folder
+    aside: a run folder may be moved)."""
+    from ..utils import load_yaml
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    try:
+        old = flat(load_yaml(recorded) or {}) if recorded.is_file() else {}
+    except (BertkitError, AttributeError):  # a damaged one: written anew below
+        return []
+    new = flat(yaml_values(cfg))
+    return [f"{k} {old.get(k)!r} → {new.get(k)!r}" for k in new | old
+            if k != "output_dir" and old and old.get(k) != new.get(k)]
+
+
+def yaml_values(cfg) -> dict:
+    import yaml
+
+    return yaml.safe_load(to_yaml(cfg))
 
 
 def record_loss(trainer, state: dict, bar) -> None:
