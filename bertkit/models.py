@@ -34,6 +34,10 @@ def resolve_model(name: str) -> tuple[str, bool]:
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
+            seeds = sorted(p.name for p in path.glob("seed-*") if (p / "config.json").is_file())
+            if seeds:  # `finetune --seeds`: one run per seed below
+                raise BertkitError(f"model folder {path} holds one run per seed ({', '.join(seeds)}): give one of "
+                                   f"them, e.g. {path / seeds[0]}")
             raise BertkitError(f"model folder {path} has no config.json (is it a Hugging Face checkpoint?)")
         return str(path), True
     if _names_a_folder(name):

@@ -353,6 +353,22 @@ def test_an_output_file_that_is_a_folder_is_said_before_the_work(clf, tmp_path, 
     assert list(tmp_path.iterdir()) == [folder] and list(folder.iterdir()) == []
 
 
+def test_an_output_that_is_the_input_file_is_refused(clf, tmp_path, capsys, monkeypatch):
+    """`predict --input same.txt --output same.txt` replaced the input with its answers."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(GOOD / "sentences.txt", "same.txt")
+    shutil.copy(GOOD / "dev.tsv", "dev.tsv")
+    for command, given in ((["predict", "--model", str(clf), "--input", "same.txt"], "same.txt"),
+                           (["evaluate", "--model", str(clf), "--file", "dev.tsv"], "dev.tsv")):
+        before = (tmp_path / given).read_bytes()
+        assert main([*command, "--output", str(tmp_path / given)]) == 2  # the same file, by another path
+        assert capsys.readouterr().err == (f"bertkit {command[0]}: error: --output {tmp_path / given} is the input "
+                                           "file: give another path (the answers would replace it)\n")
+        assert (tmp_path / given).read_bytes() == before
+
+
 def test_an_atomic_write_onto_a_folder_names_the_path_asked_for(tmp_path):
     from bertkit.utils import atomic_path
 

@@ -119,12 +119,15 @@ def plain_library_logs() -> None:
             handler.setFormatter(Plain(handler.formatter))
 
 
-def output_file(path: str | None) -> None:
-    """Said before any work is done: `--output` names a file, and a folder there could not be replaced by one."""
+def output_file(path: str | None, read: str | None = None) -> None:
+    """Said before any work is done: `--output` names a file, and a folder there could not be replaced by one, nor
+    the input file `read` (its answers would replace it)."""
     from pathlib import Path
 
     if path and Path(path).is_dir():
         raise BertkitError(f"--output {path} is a folder: give the path of a file to write")
+    if path and read and read != "-" and Path(read).is_file() and Path(path).resolve() == Path(read).resolve():
+        raise BertkitError(f"--output {path} is the input file: give another path (the answers would replace it)")
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_samples is not None and args.max_samples <= 0:
         raise BertkitError("--max-samples must be positive")
-    output_file(args.output)
+    output_file(args.output, args.file)
     # the whole split unless --max-samples: a run's own cap (max_eval_samples) made its evaluations quick, not this
     overrides = {"max_eval_samples": args.max_samples, **({"data_dir": args.data_dir} if args.data_dir else {})}
     overrides.update(read_overrides(args))

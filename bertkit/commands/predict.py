@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .common import load_for_inference, open_output, output_file, quiet_libraries
 
-    output_file(args.output)
+    output_file(args.output, args.input)
     if not args.verbose:
         quiet_libraries()
     task_class = args.task_class
