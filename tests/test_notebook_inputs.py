@@ -138,3 +138,20 @@ def test_a_seed_given_to_from_pretrained_draws_the_same_new_head(tiny_bert):
     torch.manual_seed(1)
     other = bertkit.SequenceClassification.from_pretrained(str(tiny_bert), label_names=NAMES)
     assert not torch.equal(heads[0], other.model.classifier.weight)
+
+
+def test_a_saved_task_loads_back_with_its_options_and_max_length(tiny_bert, tmp_path):
+    """`task.save(folder)` then `load_task(folder)`: the options that change its answers (long texts pooled, a
+    multi-label threshold) and its max length come back (were the defaults: other answers); plain transformers
+    still loads the folder."""
+    from transformers import AutoModelForSequenceClassification
+
+    clf = bertkit.SequenceClassification.from_pretrained(str(tiny_bert), label_names=NAMES, doc_pooling="mean",
+                                                         max_length=64)
+    again = bertkit.load_task(str(clf.save(tmp_path / "clf")))
+    assert (type(again), again.options.doc_pooling, again.max_length) == (bertkit.SequenceClassification, "mean", 64)
+    text = " ".join(["a fine film"] * 40)  # longer than a window: pooled over windows by both
+    assert again.predict([text], with_probs=True) == clf.predict([text], with_probs=True)
+    multi = bertkit.MultiLabelClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"], threshold=0.3)
+    assert bertkit.load_task(str(multi.save(tmp_path / "multi"))).options.threshold == 0.3
+    assert AutoModelForSequenceClassification.from_pretrained(tmp_path / "clf").config.num_labels == 2

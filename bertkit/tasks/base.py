@@ -39,11 +39,11 @@ from ..errors import BertkitError
 from ..families import fit_tokenizer, max_positions
 from ..inference import forward_all
 from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
-from ..typed import build
+from ..typed import build, to_dict
 from ..utils import atomic_path, say, set_seed
 from .inputs import as_dataset, by_names, label_list
 from .io import TaskIO
-from .saved import saved_task
+from .saved import json_ready, saved_task
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,8 @@ class Task(TaskIO):
 
     @classmethod
     def run_settings(cls, path) -> tuple[int | None, object]:
-        """(max length, options) recorded in a bertkit run folder's config.yaml; (None, None) for other folders."""
+        """(max length, options) recorded in a bertkit run folder's config.yaml, or by `save` in its config.json;
+        (None, None) for other folders."""
         saved = saved_task(path)
         return (saved.max_length, saved.options) if saved and isinstance(saved.options, cls.Options) else (None, None)
 
@@ -316,6 +317,10 @@ class Task(TaskIO):
             if self.label_names:
                 self.model.config.id2label = dict(enumerate(self.label_names))
                 self.model.config.label2id = {n: i for i, n in enumerate(self.label_names)}
+            options = to_dict(self.run_options())  # what load_task reads back where the folder has no run
+            if json_ready(options):  # config.yaml (transformers keeps the keys, unread)
+                self.model.config.bertkit_task, self.model.config.bertkit_max_length = self.name, self.max_length
+                self.model.config.bertkit_task_options = options
             self.model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
             self.tokenizer.save_pretrained(tmp)
         return Path(directory)

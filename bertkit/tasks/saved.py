@@ -8,6 +8,7 @@ the task, every option at the top, some under their 0.2 names). Option keys this
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,12 +26,22 @@ class SavedTask:
 
 
 def saved_task(path) -> SavedTask | None:
-    """The task of the run folder `path` as its config.yaml records it; None when there is no config.yaml or it
-    names no task."""
+    """The task of the run folder `path` as its config.yaml records it, or of a folder a task saved (`Task.save`:
+    its config.json's `bertkit_task`, `bertkit_task_options`, `bertkit_max_length`); None when neither names a
+    task."""
     run = Path(path) / "config.yaml"
     if not run.is_file():
-        return None
-    values = load_yaml(run) or {}
+        run = Path(path) / "config.json"
+        try:
+            values = json.loads(run.read_text()) if run.is_file() else {}
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None  # (not this module's to say: the model's loading will)
+        if not isinstance(values, dict) or "bertkit_task" not in values:
+            return None
+        values = {"task": values["bertkit_task"], "task_options": values.get("bertkit_task_options"),
+                  "max_length": values.get("bertkit_max_length")}
+    else:
+        values = load_yaml(run) or {}
     if not isinstance(values, dict):
         raise BertkitError(f"{run}: expected a mapping of config fields")
     flat = "adapter" in values  # bertkit 0.2
@@ -44,6 +55,15 @@ def saved_task(path) -> SavedTask | None:
     options = build(cls.Options, known, str(run))
     length = values.get("max_length")
     return SavedTask(cls.resolve(options), options, length if isinstance(length, int) else None)
+
+
+def json_ready(values) -> bool:
+    """A plugin task's options may hold what config.json cannot (a set, a Path): those are not recorded there."""
+    try:
+        json.dumps(values)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def inference_precision(requested: str, model) -> str:
