@@ -199,6 +199,10 @@ def quiet_maps():
 
 def as_list(texts) -> list:
     """A notebook's input as a list: one str is one input (not its characters), any other sequence its items."""
+    if texts is None or not hasattr(texts, "__iter__"):
+        from .errors import BertkitError
+
+        raise BertkitError(f"expected an input or a list of inputs, got {type(texts).__name__}")
     return [texts] if isinstance(texts, str) else list(texts)
 
 

@@ -155,3 +155,22 @@ def test_a_saved_task_loads_back_with_its_options_and_max_length(tiny_bert, tmp_
     multi = bertkit.MultiLabelClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"], threshold=0.3)
     assert bertkit.load_task(str(multi.save(tmp_path / "multi"))).options.threshold == 0.3
     assert AutoModelForSequenceClassification.from_pretrained(tmp_path / "clf").config.num_labels == 2
+
+
+def test_a_notebooks_predict_checks_its_arguments(clf, tiny_bert):
+    """An unknown precision ran as fp32; a batch of 0 failed inside `range`; None or a number among the texts failed
+    in the tokenizer, unnamed."""
+    for kwargs, said in [({"precision": "fp8"}, "precision 'fp8': one of fp32, bf16, fp16"),
+                         ({"batch_size": 0}, "batch_size 0: a positive number of examples")]:
+        with pytest.raises(BertkitError, match=said):
+            clf.predict(["a fine film"], **kwargs)
+    for texts, said in [(None, "texts: a text or a list of texts, got NoneType"),
+                        (["a fine film", None], r"texts\[1\] is None \(NoneType\), not a text"),
+                        (["a fine film", 3], r"texts\[1\] is 3 \(int\), not a text")]:
+        with pytest.raises(BertkitError, match=said):
+            clf.predict(texts)
+    with pytest.raises(BertkitError, match="2 texts but 1 text_pairs"):
+        clf.predict(["a", "b"], ["c"])
+    qa = bertkit.QuestionAnswering.from_pretrained(str(tiny_bert))
+    with pytest.raises(BertkitError, match="expected an input or a list of inputs, got NoneType"):
+        qa.predict(None, None)

@@ -41,7 +41,7 @@ from ..inference import forward_all
 from ..models import checkpoint_config, load_pretrained, load_tokenizer, resolve_model
 from ..typed import build, to_dict
 from ..utils import atomic_path, say, set_seed
-from .inputs import as_dataset, by_names, label_list
+from .inputs import as_dataset, by_names, check_inference, label_list
 from .io import TaskIO
 from .saved import json_ready, saved_task
 
@@ -291,6 +291,8 @@ class Task(TaskIO):
     def infer(self, features: datasets.Dataset, batch_size: int = 64, precision: str = "fp32") -> list[dict]:
         """Model outputs for tokenised `features`, one dict per feature in input order (`forward_all`'s contract);
         an adapter given another `runner` (an exported ONNX graph) answers the same way."""
+        if self.runner is None:
+            check_inference(batch_size, precision)
         return (self.runner or forward_all)(self, features, batch_size, precision)
 
     # --- answers ---------------------------------------------------------------------------------------------

@@ -36,9 +36,10 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, quiet_maps
+from ..utils import quiet_maps
 from .base import Task
 from .classification_io import ClassificationIO
+from .inputs import texts_of
 from .multi_label import MultiLabelHead
 from .regression import RegressionHead
 from .scores import pool_windows, resolve_class_weights, softmax
@@ -297,10 +298,13 @@ class SequenceClassification(ClassificationIO, Task):
                 precision: str = "fp32", with_probs: bool = False) -> list[dict]:
         """One prediction per text (notebook use), pooled over its windows when it has several; input order kept. A
         single str is one text."""
-        texts = as_list(texts)
+        texts = texts_of(texts)
+        pairs = texts_of(text_pairs, "text_pairs") if text_pairs is not None else None
+        if pairs is not None and len(pairs) != len(texts):
+            raise BertkitError(f"{len(texts)} texts but {len(pairs)} text_pairs")
         if not texts:
             return []
-        cols = {"text": texts, **({"text_pair": as_list(text_pairs)} if text_pairs is not None else {})}
+        cols = {"text": texts, **({"text_pair": pairs} if pairs is not None else {})}
         if self.doc_pooling == "truncate":  # one feature per text: tokenised straight into columns (no Arrow table)
             enc = self.tokenizer(cols["text"], cols.get("text_pair"), truncation=True, max_length=self.max_length)
             features = Columns({k: enc[k] for k in MODEL_INPUTS if k in enc})

@@ -153,3 +153,25 @@ def by_names(ds: datasets.Dataset, names: list[str]) -> datasets.Dataset:
     with quiet_maps():
         return ds.cast_column("label", datasets.Value("int64")).map(
             lambda ex: {"label": ids[ex["label"]] if ex["label"] >= 0 else ex["label"]})
+
+
+def check_inference(batch_size, precision) -> None:
+    """A notebook's `predict(..., batch_size=, precision=)`: an unknown precision ran as fp32, a batch of 0 failed
+    inside `range`."""
+    if precision not in ("fp32", "tf32", "bf16", "fp16"):
+        raise BertkitError(f"precision {precision!r}: one of fp32, bf16, fp16 (tf32 on a GPU)")
+    if type(batch_size) is not int or batch_size < 1:
+        raise BertkitError(f"batch_size {batch_size!r}: a positive number of examples")
+
+
+def texts_of(value, name: str = "texts") -> list[str]:
+    """A notebook's texts as a list: one str is one text; each must be a str (None, a number: refused, named)."""
+    if isinstance(value, str):
+        return [value]
+    if value is None or isinstance(value, Mapping) or not hasattr(value, "__iter__"):
+        raise BertkitError(f"{name}: a text or a list of texts, got {type(value).__name__}")
+    texts = list(value)
+    odd = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if odd is not None:
+        raise BertkitError(f"{name}[{odd}] is {texts[odd]!r} ({type(texts[odd]).__name__}), not a text")
+    return texts
