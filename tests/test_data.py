@@ -150,3 +150,13 @@ def test_a_column_named_twice_in_the_header_is_refused_where_it_is_read(tmp_path
     assert e.value.line == 1 and str(e.value).endswith("the header names 'text' twice (columns 1 and 3): rename one")
     f = write(tmp_path / "notes.csv", "text,label,notes,notes\nthe good film,pos,x,y\n")  # not read: no matter
     assert read_classification_file(f, "text", "label", None) == {"text": ["the good film"], "label": ["pos"]}
+
+
+def test_a_tsv_quoted_throughout_is_read_with_csv_quoting(tmp_path, capsys):
+    """R's write.table quotes every field, header included, without doubled quotes inside: read with quoting off,
+    its columns were named "text" with the quotes, and no column was found."""
+    f = write(tmp_path / "r.tsv", '"text"\t"label"\n"good film 1"\t"pos"\n"bad film"\t"neg"\n')
+    assert read_rows(f) == [(2, {"text": "good film 1", "label": "pos"}), (3, {"text": "bad film", "label": "neg"})]
+    assert "read with CSV quoting (its header's names in quotes)" in capsys.readouterr().err
+    f = write(tmp_path / "glue.tsv", 'sentence\tlabel\n"quoted" start\t1\n')  # GLUE's bare quotes: as they are
+    assert read_rows(f) == [(2, {"sentence": '"quoted" start', "label": "1"})]

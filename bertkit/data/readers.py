@@ -38,6 +38,7 @@ from ..utils import say
 csv.field_size_limit(2**31 - 1)
 QUOTINGS = ("auto", "none", "csv")
 _CSV_QUOTED = re.compile(r'"(?:[^"]|"")*""(?:[^"]|"")*"', re.S)  # "...""..." : a field in CSV quoting
+_QUOTED = re.compile(r'"[^"]+"')  # a column's name in quotes: a file quoted throughout (R's write.table)
 
 
 def _text(path: Path) -> str:
@@ -116,9 +117,12 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
                 raise
             raise DataError(f"{e.reason} (read with --quoting none; if the texts are in quotes, --quoting csv)",
                             file=path, line=e.line) from None
+    quoted_header = False
     try:
         plain, failure = _table(_records(text, path, delimiter, False), path, columns, required), None
-        if not any(_CSV_QUOTED.fullmatch(v) for _, row in plain for v in row.values() if v.startswith('"')):
+        quoted_header = bool(plain) and all(_QUOTED.fullmatch(k) for k in plain[0][1])  # "text"<TAB>"label"
+        if not quoted_header and not any(_CSV_QUOTED.fullmatch(v) for _, row in plain for v in row.values()
+                                         if v.startswith('"')):
             return plain
     except DataError as e:
         plain, failure = None, e
@@ -130,7 +134,8 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
         raise DataError(f"{failure.reason} (read with quoting off, as GLUE files are; with CSV quoting: line "
                         f"{e.line}: {e.reason}); if the file is quoted otherwise, fix it, or choose with --quoting",
                         file=path, line=failure.line) from None
-    why = "quoted texts span lines or hold the delimiter" if failure else "texts in quotes with doubled quotes"
+    why = ("quoted texts span lines or hold the delimiter" if failure else
+           "its header's names in quotes" if quoted_header else "texts in quotes with doubled quotes")
     say(f"{path}: read with CSV quoting ({why}); --quoting none turns it off")
     return rows
 
