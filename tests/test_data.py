@@ -160,3 +160,15 @@ def test_a_tsv_quoted_throughout_is_read_with_csv_quoting(tmp_path, capsys):
     assert "read with CSV quoting (its header's names in quotes)" in capsys.readouterr().err
     f = write(tmp_path / "glue.tsv", 'sentence\tlabel\n"quoted" start\t1\n')  # GLUE's bare quotes: as they are
     assert read_rows(f) == [(2, {"sentence": '"quoted" start', "label": "1"})]
+
+
+def test_a_file_without_the_delimiter_it_is_read_with_says_so(tmp_path):
+    """The stsb recipe reads tab-separated files without a header; a comma-separated one of one's own was 'expected
+    7 columns, found 1' with a hint about quoting."""
+    f = write(tmp_path / "train.csv", "s1,s2,score\na man plays,a person plays,4.5\n")
+    with pytest.raises(DataError) as e:
+        read_rows(f, delimiter="\t", columns=["genre", "file", "year", "id", "score", "sentence1", "sentence2"],
+                  required=["s1", "s2", "score"])
+    assert str(e.value).endswith(": its first line has no tab, the delimiter it is read with (--delimiter none "
+                                 "reads a file by its extension, --delimiter names another)"), str(e.value)
+    assert "quoting" not in str(e.value)

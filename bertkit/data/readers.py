@@ -107,6 +107,19 @@ def read_delimited(path: Path, delimiter: str, quoting: str = "auto", columns: l
         required (`list[str]`, *optional*): the columns the caller reads; a first row naming them all is a header.
     """
     text = _text(path)
+    try:
+        return _read_delimited(text, path, delimiter, quoting, columns, required)
+    except DataError as e:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        if delimiter in first or not re.search(r"found 1\b", e.reason):
+            raise
+        name = {"\t": "tab", ",": "comma", ";": "semicolon"}.get(delimiter, repr(delimiter))
+        reason = e.reason.split(" (read with quoting off", 1)[0]  # quoting is not what is wrong
+        raise DataError(f"{reason}: its first line has no {name}, the delimiter it is read with (--delimiter none "
+                        f"reads a file by its extension, --delimiter names another)", file=path, line=e.line) from None
+
+
+def _read_delimited(text: str, path: Path, delimiter: str, quoting: str, columns, required):
     if quoting == "auto" and delimiter != "\t":
         quoting = "csv"  # comma-separated files are CSV; only tab-separated ones may be GLUE's unquoted kind
     if quoting != "auto":
