@@ -174,3 +174,16 @@ def test_a_notebooks_predict_checks_its_arguments(clf, tiny_bert):
     qa = bertkit.QuestionAnswering.from_pretrained(str(tiny_bert))
     with pytest.raises(BertkitError, match="expected an input or a list of inputs, got NoneType"):
         qa.predict(None, None)
+
+
+def test_a_second_fit_into_one_folder_replaces_the_first_runs_checkpoints(tiny_bert, sst2_dir, tmp_path, capsys):
+    """A notebook cell run twice into one output folder: the first run's later checkpoints stayed, the second run's
+    were pruned as the oldest (`latest` named one that was gone), and a resume continued the first run."""
+    out = tmp_path / "run"
+    for steps in (6, 2):
+        clf = bertkit.SequenceClassification.from_pretrained(str(tiny_bert), label_names=NAMES, seed=1)
+        bertkit.Trainer(clf, small_config(sst2_dir, out, max_steps=steps, save_every=2, eval_every="2")).fit(
+            {"text": TEXTS * 4, "label": LABELS * 4}, {"dev": {"text": TEXTS, "label": LABELS}})
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best", "latest", "step-0000002"]
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-0000002"
+    assert f"{out} held a run: its checkpoints give way to this one's" in capsys.readouterr().err

@@ -23,6 +23,7 @@ however training ends (`changes.py`). The task is spoken to only through its con
 from __future__ import annotations
 
 import math
+import shutil
 import signal
 import sys
 import time
@@ -117,6 +118,11 @@ class Trainer:
         self.model, self.optimizer, self.train_loader, self.scheduler = prepare(acc, model, loader, cfg, total_steps)
         state = {"global_step": 0, "epoch": 0, "step_in_epoch": 0, "best_metric": None, "best_step": None,
                  "bad_evals": 0, "train_seconds": 0.0, "examples_seen": 0, "seed": cfg.seed}
+        if not self.resume and acc.is_main_process and self.ckpt_dir.is_dir():  # a notebook's second fit into
+            # one folder (the CLI refuses it): the earlier run's later steps were resumed from, or pruned this run's
+            self.log(f"{self.output_dir} held a run: its checkpoints give way to this one's (resume=True "
+                     "continues it)")
+            shutil.rmtree(self.ckpt_dir)
         found = checkpoints.find_resumable(self.ckpt_dir, self.log) if self.resume and acc.is_main_process else None
         resume_from = launch.main_value(acc.state, found)  # one decision, read by every process
         if self.resume and resume_from is None:
