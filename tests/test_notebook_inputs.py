@@ -187,3 +187,14 @@ def test_a_second_fit_into_one_folder_replaces_the_first_runs_checkpoints(tiny_b
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best", "latest", "step-0000002"]
     assert (out / "checkpoints" / "latest").read_text().strip() == "step-0000002"
     assert f"{out} held a run: its checkpoints give way to this one's" in capsys.readouterr().err
+
+
+def test_a_notebooks_columns_named_as_its_files_are_read(tiny_bert):
+    """SST-2's frames name the text `sentence` (the task's `text_column`); `fit` asked for a `text` column."""
+    clf = bertkit.SequenceClassification.from_pretrained(str(tiny_bert), label_names=NAMES)  # text_column: sentence
+    frame = pd.DataFrame({"sentence": TEXTS, "label": LABELS})
+    assert clf.examples(frame).to_dict() == clf.examples({"text": TEXTS, "label": LABELS}).to_dict()
+    pairs = bertkit.SequenceClassification.from_pretrained(str(tiny_bert), label_names=NAMES, text_column="premise",
+                                                           text_pair_column="hypothesis", label_column="gold")
+    ex = pairs.examples({"premise": TEXTS, "hypothesis": TEXTS[::-1], "gold": LABELS})
+    assert ex.column_names == ["text", "text_pair", "label"] and ex["text_pair"] == TEXTS[::-1]

@@ -39,7 +39,7 @@ from ..typed import option
 from ..utils import quiet_maps
 from .base import Task
 from .classification_io import ClassificationIO
-from .inputs import texts_of
+from .inputs import as_dataset, texts_of
 from .multi_label import MultiLabelHead
 from .regression import RegressionHead
 from .scores import pool_windows, resolve_class_weights, softmax
@@ -151,6 +151,14 @@ class SequenceClassification(ClassificationIO, Task):
         self.class_weights = resolve_class_weights(o.class_weights, [], self.label_names, self.problem_type)
         self._collator = DataCollatorWithPadding(self.tokenizer)
         self._check_head()
+
+    def _checked(self, data) -> datasets.Dataset:
+        """A notebook's columns named as its files' are (`text_column`, ...: SST-2's `sentence`) read as `text`,
+        `text_pair` and `label` where those are absent."""
+        o, ds = self.options, as_dataset(data)
+        given = ((o.text_column, "text"), (o.text_pair_column, "text_pair"), (o.label_column, "label"))
+        names = {c: k for c, k in given if c and c != k and c in ds.column_names and k not in ds.column_names}
+        return super()._checked(ds.rename_columns(names) if names else ds)
 
     # --- which head ------------------------------------------------------------------------------------------
     def _check_head(self) -> None:
