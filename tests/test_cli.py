@@ -113,6 +113,15 @@ def test_predict_plain_text_from_stdin(run_dir, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("a wonderful\tfilm\n"))
     assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["text"] == "a wonderful\tfilm"
+    # JSONL on standard input, told by its first line (was read as texts: the answers' texts were the JSON lines)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"sentence": "a wonderful film", "id": 7}\n{"sentence": "x", '
+                                                  '"id": 8}\n'))
+    assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 0
+    assert [(a["id"], a["text"]) for a in map(json.loads, capsys.readouterr().out.splitlines())] == [
+        (7, "a wonderful film"), (8, "x")]
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"review": "a wonderful film"}\n'))
+    assert main(["predict", "--model", str(run_dir), "--input", "-"]) == 2
+    assert "error: <stdin>, line 1: no text column found" in capsys.readouterr().err
     assert main(["predict", "--model", str(run_dir), "--input", "in.tsv", "--text-pair-column", "b"]) == 2
     assert "--text-pair-column: this model classifies single texts" in capsys.readouterr().err
 

@@ -45,7 +45,8 @@ class ClassificationIO:
         group.add_argument("--input-format", "--format", dest="format", default="auto",
                            choices=["auto", "text", "table"],
                            help="text = one text per line (a pair model: text, tab, second text); table = "
-                                "TSV/CSV/JSONL/parquet (auto: by file extension; --format: the same)")
+                                "TSV/CSV/JSONL/parquet (auto: by file extension; standard input: JSONL where its "
+                                "first line is a JSON object, else text; --format: the same)")
         group.add_argument("--text-column", help="column with the text (default: the one the run trained on, where "
                                                    "the table has it, else text, sentence, sentence1, ...)")
         group.add_argument("--text-pair-column", help="column with the second text of a pair (default: as "
@@ -136,10 +137,12 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
     file whose first line holds that delimiter is read so (a first row naming the text columns is its header).
     `quoting` (--quoting): a delimited file's quoting, whatever the run's."""
     from ..data import read_classification_file, read_rows
-    from ..data.readers import source_name
+    from ..data.readers import first_line, read_jsonl, source_name
 
-    if fmt == "auto":
-        fmt = "text" if source == "-" or Path(source).suffix.lower() in ("", ".txt") else "table"
+    if fmt == "auto" and source == "-":  # a JSON object first: JSONL (its line kept for the reading)
+        fmt = "table" if (first_line(source) or "").lstrip().startswith("{") else "text"
+    elif fmt == "auto":
+        fmt = "text" if Path(source).suffix.lower() in ("", ".txt") else "table"
     if fmt == "text":
         from ..data.readers import read_lines
 
@@ -154,27 +157,26 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
                                 "text", file=source_name(source), line=n)
             rows.append({"text": text.strip(), "text_pair": pair.strip()})
         return rows
-    if source == "-":
-        raise BertkitError("reading a table from standard input is not supported; give a file")
     if pair_column and pairs is False:
         raise BertkitError("--text-pair-column: this model classifies single texts")
     trained_text, trained_pair = trained_on
     options = _as_trained(Path(source), layout, (text_column or trained_text, pair_column or trained_pair))
-    table = read_rows(Path(source), **{**options, **({"quoting": quoting} if quoting else {})})
+    table = read_jsonl(source) if source == "-" else \
+        read_rows(Path(source), **{**options, **({"quoting": quoting} if quoting else {})})  # (standard input: JSONL)
     if not table:
-        raise DataError("no rows (a header only)", file=source)
+        raise DataError("no rows (a header only)", file=source_name(source))
     header = table[0][1]
     tried = list(dict.fromkeys(c for c in (trained_text, *TEXT_COLUMNS) if c))
     column = text_column or next((c for c in tried if c in header), None)
     if column is None:
         raise DataError(f"no text column found (tried {', '.join(tried)}); pass --text-column",
-                        file=source, line=1)
+                        file=source_name(source), line=1)
     found = PAIR_COLUMNS.get(column) if PAIR_COLUMNS.get(column) in header and pairs is not False else None
     pair = pair_column or (trained_pair if trained_pair in header and pairs is not False else found)
     if pairs and not pair:
         raise DataError(f"this model classifies pairs of texts and no column of second texts was found (after "
-                        f"'{column}'); pass --text-pair-column", file=source, line=1)
-    data = read_classification_file(Path(source), column, None, None, text_pair_column=pair, rows=table)
+                        f"'{column}'); pass --text-pair-column", file=source_name(source), line=1)
+    data = read_classification_file(Path(source_name(source)), column, None, None, text_pair_column=pair, rows=table)
     if pair:
         rows = [{"text": t, "text_pair": p} for t, p in zip(data["text"], data["text_pair"], strict=True)]
     else:
@@ -183,10 +185,11 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
     if ids is None:
         return rows
     if ids not in header:
-        raise DataError(f"missing column (found: {', '.join(map(str, header))})", file=source, line=1, field=ids)
+        raise DataError(f"missing column (found: {', '.join(map(str, header))})", file=source_name(source), line=1,
+                        field=ids)
     for (line, values), row in zip(table, rows, strict=True):  # read_classification_file keeps every row, in order
         if values.get(ids) is None:
-            raise DataError("missing id", file=source, line=line, field=ids)
+            raise DataError("missing id", file=source_name(source), line=line, field=ids)
         row["id"] = values[ids]
     return rows
 
