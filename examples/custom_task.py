@@ -23,7 +23,7 @@ from transformers import AutoModelForMaskedLM
 
 from bertkit.data.readers import read_jsonl
 from bertkit.data.sources import local_path, resolve_data_dir
-from bertkit.errors import DataError
+from bertkit.errors import BertkitError, DataError
 from bertkit.metrics import Accuracy, compute_metrics
 from bertkit.tasks import Task, register_task
 from bertkit.typed import option
@@ -71,7 +71,11 @@ class Cloze(Task):
     def encode(self, examples):
         enc = self.tokenizer(list(examples["text"]), truncation=True, max_length=self.max_length)
         mask = self.tokenizer.mask_token_id
-        blank = [ids.index(mask) for ids in enc["input_ids"]]
+        blank = []
+        for i, ids in enumerate(enc["input_ids"]):
+            if mask not in ids:  # a notebook's row (a file's are checked as read), or one cut before its blank
+                raise BertkitError(f"row {i}: no [MASK] in its first {self.max_length} word pieces")
+            blank.append(ids.index(mask))
         answers = list(examples["answer"]) if "answer" in examples.column_names else [""] * len(examples)
         labels = [self.tokenizer.convert_tokens_to_ids(a) if a else -100 for a in answers]
         return datasets.Dataset.from_dict({**enc, "length": [len(i) for i in enc["input_ids"]], "blank": blank,

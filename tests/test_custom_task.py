@@ -113,3 +113,16 @@ def test_register_task_from_a_notebook_and_its_errors(monkeypatch):
     assert register_task(Other, replace=True) is Other and get_task("shout-test") is Other
     with pytest.raises(BertkitError, match="unknown task 'shout-tst' \\(did you mean 'shout-test'\\?\\)"):
         get_task("shout-tst")
+
+
+def test_a_notebooks_row_without_its_blank_is_one_line_naming_it(tiny_bert):
+    """The example task's own check: a file's rows are checked as read, a notebook's `predict_rows` failed inside
+    `list.index` ("103 is not in list")."""
+    from bertkit.errors import BertkitError
+
+    from .conftest import cloze_registered
+
+    with cloze_registered() as Cloze:
+        task = Cloze.from_pretrained(str(tiny_bert))
+        with pytest.raises(BertkitError, match=r"^row 1: no \[MASK\] in its first 128 word pieces$"):
+            task.predict_rows([{"text": "paris is the capital of [MASK] ."}, {"text": "no blank here"}])
