@@ -126,6 +126,23 @@ def test_standard_input_is_read_whole_after_its_format_is_told(tiny_bert, tmp_pa
     assert [w for w, _ in FeatureReader(tmp_path / "f")] == words
 
 
+def test_standard_input_peeked_twice_and_then_replaced(monkeypatch):
+    """`first_line` asked twice gives the same line; a new standard input (a notebook's next) is read from its own
+    start, not after the lines peeked from the one before."""
+    import io
+    import sys
+
+    from bertkit.data.readers import first_line, iter_lines
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n\nfirst\nsecond\n")))
+    assert first_line("-") == first_line("-") == "first"
+    assert list(iter_lines("-")) == [(1, ""), (2, ""), (3, "first"), (4, "second")]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"one\n")))
+    assert first_line("-") == "one"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("other\n"))  # (a text stream without .buffer)
+    assert list(iter_lines("-")) == [(1, "other")]
+
+
 def test_bytes_that_are_not_utf8_on_standard_input_are_one_line(tiny_bert, tmp_path, monkeypatch, capsys):
     import io
     import sys

@@ -158,8 +158,8 @@ def source_name(source) -> str:
     return "<stdin>" if str(source) == "-" else str(source)
 
 
-_PEEKED: list[bytes] = []  # standard input's first lines, read by `first_line` (a format's detection) and not yet
-# by `iter_lines`, which gives them first
+_PEEKED: list = [None]  # [the standard input they came from, its first lines...]: read by `first_line` (a
+# format's detection) and not yet by `iter_lines`, which gives them first
 
 
 def iter_lines(source) -> Iterator[tuple[int, str]]:
@@ -179,8 +179,10 @@ def iter_lines(source) -> Iterator[tuple[int, str]]:
 
 def _stdin_lines() -> Iterator[bytes]:
     """Standard input's lines as bytes (decoded as a file's are), those `first_line` peeked at first."""
-    while _PEEKED:
-        yield _PEEKED.pop(0)
+    if _PEEKED[0] is not sys.stdin:  # peeked from another stream (a notebook's or a test's earlier one)
+        _PEEKED[1:] = []
+    while len(_PEEKED) > 1:
+        yield _PEEKED.pop(1)
     while raw := _stdin_line():
         yield raw
 
@@ -202,9 +204,14 @@ def first_line(source) -> str | None:
     """The first line with text of a file or of standard input (kept there for the reading that follows), or None."""
     if str(source) != "-":
         return next((line for _, line in iter_lines(source) if line.strip()), None)
+    if _PEEKED[0] is not sys.stdin:
+        _PEEKED[:] = [sys.stdin]
+    for n, raw in enumerate(_PEEKED[1:], start=1):  # asked before
+        if (text := _decoded(raw, source, n)).strip():
+            return text
     while raw := _stdin_line():
         _PEEKED.append(raw)
-        text = _decoded(raw, source, len(_PEEKED))
+        text = _decoded(raw, source, len(_PEEKED) - 1)
         if text.strip():
             return text
     return None
