@@ -7,6 +7,7 @@ set given alone is "dev"."""
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Mapping
 
@@ -160,7 +161,7 @@ def check_inference(batch_size, precision) -> None:
     inside `range`."""
     if precision not in ("fp32", "tf32", "bf16", "fp16"):
         raise BertkitError(f"precision {precision!r}: one of fp32, bf16, fp16 (tf32 on a GPU)")
-    if type(batch_size) is not int or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise BertkitError(f"batch_size {batch_size!r}: a positive number of examples")
 
 
