@@ -125,6 +125,9 @@ def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tiny_b
     out = tmp_path / "run"
     proc = bertkit(finetune_args(tiny_bert, data, out, "--lr", "1e12", "--max-grad-norm", "1e30"))
     assert proc.returncode == 2 and "the training loss became" in proc.stderr and "Traceback" not in proc.stderr
+    kept = (out / "checkpoints" / "latest").is_file()  # a message that names what is there, and a way out untried
+    assert ("The last good checkpoint is kept in" if kept else "No checkpoint was written yet") in proc.stderr
+    assert proc.stderr.strip().endswith("Try a lower --lr.")  # the run is fp32 already
     for ckpt in (out / "checkpoints").glob("step-*"):
         assert all(t.isfinite().all() for t in load_file(ckpt / "model.safetensors").values())
 

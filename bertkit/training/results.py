@@ -75,8 +75,10 @@ def record_loss(trainer, state: dict, bar) -> None:
     acc, step, loss_sum = trainer.accelerator, state["global_step"], trainer.step.loss_sum
     mean_loss = (acc.reduce(loss_sum.clone(), reduction="mean") / n).item()  # the same on every process
     if not math.isfinite(mean_loss):
-        raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. The last good "
-                           f"checkpoint is kept in {trainer.ckpt_dir}. Try a lower --lr or --precision fp32.")
+        kept = f"The last good checkpoint is kept in {trainer.ckpt_dir}" if (trainer.ckpt_dir / "latest").is_file() \
+            else "No checkpoint was written yet"  # (a first evaluation's)
+        raise BertkitError(f"the training loss became {mean_loss} before step {step}; stopping. {kept}. Try a lower "
+                           f"--lr{'' if trainer.precision == 'fp32' else ' or --precision fp32'}.")
     now = time.perf_counter()
     lr = float(max(trainer.scheduler.get_last_lr()))  # the head's rate when layer_lr_decay gives layers lower ones
     rate = n * trainer.cfg.batch_size * acc.num_processes / (now - since)
