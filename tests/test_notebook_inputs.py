@@ -150,6 +150,7 @@ def test_a_saved_task_loads_back_with_its_options_and_max_length(tiny_bert, tmp_
                                                          max_length=64)
     again = bertkit.load_task(str(clf.save(tmp_path / "clf")))
     assert (type(again), again.options.doc_pooling, again.max_length) == (bertkit.SequenceClassification, "mean", 64)
+    assert again.pairs is False  # single texts, as predict reads them for it (serve's requests too)
     text = " ".join(["a fine film"] * 40)  # longer than a window: pooled over windows by both
     assert again.predict([text], with_probs=True) == clf.predict([text], with_probs=True)
     multi = bertkit.MultiLabelClassification.from_pretrained(str(tiny_bert), label_names=["a", "b"], threshold=0.3)

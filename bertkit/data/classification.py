@@ -35,14 +35,11 @@ def _label_name(value, path, line, column) -> str:
 
 
 def _label_id(value, label_names: list[str], path, line, column):
-    text = str(value).strip() if value is not None else ""
+    text = _label_name(value, path, line, column)  # an empty one (a test split's row, or a gap) refused
     if text in label_names:
         return label_names.index(text)
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names):
         return int(text)
-    if not text:  # a test split's row, or a gap: was "unknown label ''"
-        raise DataError("no label (every row of a labelled file has one; `bertkit predict` reads texts without)",
-                        file=path, line=line, field=column)
     raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}: the run's labels, from "
                     "--label-names, or with --label-names '' from the training file)", file=path, line=line,
                     field=column)

@@ -113,8 +113,11 @@ class ClassificationIO:
 
     @cached_property
     def pairs(self) -> bool | None:
-        """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config)."""
-        if self.source and (Path(self.source) / "config.yaml").is_file():
+        """Trained on pairs (True), on single texts (False), unknown (None: a checkpoint without a run config or a
+        saved task's record, `saved_task`), as `read_inputs` tells it for predict."""
+        from .saved import saved_task
+
+        if self.source and saved_task(self.source) is not None:
             return self.options.text_pair_column is not None
         return None
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import BertkitError
-from ..utils import quiet_maps
+from ..utils import as_list, quiet_maps
 
 SHAPES = "a dict of equal-length lists, a list of dicts, a pandas DataFrame or a datasets.Dataset"
 
@@ -167,11 +167,9 @@ def check_inference(batch_size, precision) -> None:
 
 def texts_of(value, name: str = "texts") -> list[str]:
     """A notebook's texts as a list: one str is one text; each must be a str (None, a number: refused, named)."""
-    if isinstance(value, str):
-        return [value]
     if value is None or isinstance(value, Mapping) or not hasattr(value, "__iter__"):
         raise BertkitError(f"{name}: a text or a list of texts, got {type(value).__name__}")
-    texts = list(value)
+    texts = as_list(value)
     odd = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if odd is not None:
         raise BertkitError(f"{name}[{odd}] is {texts[odd]!r} ({type(texts[odd]).__name__}), not a text")
