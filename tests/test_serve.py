@@ -431,3 +431,11 @@ def test_sigterm_during_load_answers_every_accepted_request(sst2_run):
         answered = int(log.split("answered ")[1].split(" of ")[0])
         assert received > 32 and answered == accepted == received, log[-2000:]
         assert all(failed >= 1 for _, failed in results)  # every client saw the server stop taking requests
+
+
+def test_auto_precision_says_it_follows_a_run_that_trained_in_fp32(sst2_run):
+    from bertkit.serve.engine import Engine
+
+    engine = Engine(str(sst2_run), threads=1)  # the tiny run trained in fp32 (TINY's --precision)
+    assert engine.precision == "fp32" and engine.precision_reason == "auto: the run trained in fp32"
+    assert Engine(str(sst2_run), precision="fp32", threads=1).precision_reason == "requested"

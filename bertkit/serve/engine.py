@@ -81,8 +81,10 @@ class Engine:
                 torch.set_num_threads(threads)
             device = default_device()
             self.device = device.type
-            choice = choose_precision(inference_precision(precision, model), device)
-            self.precision, self.precision_reason = choice.precision, choice.reason
+            asked = inference_precision(precision, model)
+            choice = choose_precision(asked, device)
+            reason = "auto: the run trained in fp32" if asked != precision else choice.reason
+            self.precision, self.precision_reason = choice.precision, reason
             self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, device)
             self.task = load_task(model, allow_pickle) if head_task(model) else None
             if self.task is not None:
