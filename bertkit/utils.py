@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import random
@@ -206,6 +207,13 @@ def as_list(texts) -> list:
     return [texts] if isinstance(texts, str) else list(texts)
 
 
+def not_utf8(raw: bytes, at: int) -> str:
+    """What is wrong with bytes that are not UTF-8 at `at`: a file saved as UTF-16 (Windows' "Unicode") is named."""
+    if at == 0 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "UTF-16 text (its byte-order mark says so): save it as UTF-8"
+    return f"not UTF-8 text (byte 0x{raw[at]:02x})"
+
+
 def load_yaml(path):
     """A YAML file's value; a file that is not UTF-8 text or not YAML is one line naming the file and line."""
     import yaml
@@ -215,7 +223,8 @@ def load_yaml(path):
     try:
         return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
-        raise DataError(f"not UTF-8 text (byte {e.start})", file=str(path)) from None
+        line = e.object[: e.start].count(b"\n") + 1
+        raise DataError(not_utf8(e.object, e.start), file=str(path), line=line) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "context_mark", None) or getattr(e, "problem_mark", None)
         said = [str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x]

@@ -310,7 +310,7 @@ def test_a_recipe_not_utf8_and_a_run_folders_damaged_config_are_one_line(clf, tm
     recipe = tmp_path / "latin1.yaml"
     recipe.write_bytes("name: caf\xe9\n".encode("latin-1"))
     assert main(["finetune", str(recipe)]) == 2
-    assert capsys.readouterr().err == f"bertkit finetune: error: {recipe}: not UTF-8 text (byte 9)\n"
+    assert capsys.readouterr().err == f"bertkit finetune: error: {recipe}, line 1: not UTF-8 text (byte 0xe9)\n"
     run = tmp_path / "run"
     shutil.copytree(clf, run)
     (run / "config.yaml").write_text("task: [\n")  # was YAML's traceback

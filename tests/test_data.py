@@ -48,6 +48,8 @@ def test_bad_rows_name_file_line_and_field(tmp_path, content, line, field, messa
     ("missing.tsv", None, "file not found"),
     ("empty.tsv", "", "file is empty"),
     ("latin1.tsv", b"sentence\tlabel\ncaf\xe9\t1\n", "not UTF-8"),
+    ("utf16.tsv", "sentence\tlabel\ncafé\t1\n".encode("utf-16"), "line 1: UTF-16 text .* save it as UTF-8"),
+    ("utf16be.jsonl", '{"sentence": "a", "label": 1}\n'.encode("utf-16"), "line 1: UTF-16 text"),
     ("bad.jsonl", '{"sentence": "ok", "label": 1}\n{"sentence": \n', "not valid JSON"),
     ("data.xml", "<a/>", "unknown file type"),
 ])

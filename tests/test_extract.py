@@ -152,6 +152,11 @@ def test_bytes_that_are_not_utf8_on_standard_input_are_one_line(tiny_bert, tmp_p
                  "--layers", "last"]) == 2
     assert capsys.readouterr().err.strip().endswith("error: <stdin>, line 2: not UTF-8 text (byte 0xff)")
     assert not (tmp_path / "f").exists()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("good\n".encode("utf-16"))))  # PowerShell's pipe
+    assert main(["extract", "--model", str(tiny_bert), "--input", "-", "--output", str(tmp_path / "f"),
+                 "--layers", "last"]) == 2
+    assert capsys.readouterr().err.strip().endswith("<stdin>, line 1: UTF-16 text (its byte-order mark says so): "
+                                                    "save it as UTF-8")
 
 
 def test_conll_input_one_row_per_word_and_sentence_level_output(tiny_bert, tmp_path):

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
-from ..utils import say
+from ..utils import not_utf8, say
 
 csv.field_size_limit(2**31 - 1)
 QUOTINGS = ("auto", "none", "csv")
@@ -49,7 +49,7 @@ def _text(path: Path) -> str:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=path, line=line) from None
+        raise DataError(not_utf8(raw, e.start), file=path, line=line) from None
     if not text.strip():
         raise DataError("file is empty", file=path)
     return text
@@ -196,7 +196,7 @@ def _decoded(raw: bytes, source, n: int) -> str:
     try:
         text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
     except UnicodeDecodeError as e:
-        raise DataError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=source_name(source), line=n) from None
+        raise DataError(not_utf8(raw, e.start), file=source_name(source), line=n) from None
     return text.rstrip("\r\n")
 
 
