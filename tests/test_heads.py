@@ -220,6 +220,23 @@ def test_balanced_class_weights_are_recorded_as_numbers(tiny_bert, tmp_path):
     assert options["class_weights"] == pytest.approx([64 / (2 * 48), 64 / (2 * 16)])  # n / (labels × count)
 
 
+def test_balanced_class_weights_from_a_notebook_come_from_fit_s_training_labels(tiny_bert, tmp_path, caplog):
+    from bertkit import Trainer, run_config
+
+    clf = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["neg", "pos"], class_weights="balanced")
+    train = {"text": [f"film {i}" for i in range(8)], "label": ["pos", "neg", "neg", "neg"] * 2}  # 2 pos, 6 neg
+    cfg = run_config(max_steps=1, batch_size=4, precision="fp32", output_dir=str(tmp_path / "run"))
+    Trainer(clf, cfg).fit(train, {"text": ["a film"], "label": ["pos"]})
+    assert clf.class_weights == pytest.approx([8 / (2 * 6), 8 / (2 * 2)])  # n / (labels × count), the CLI's rule
+    options = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["task_options"]
+    assert options["class_weights"] == pytest.approx([8 / 12, 2.0])  # recorded as numbers, as a CLI run's are
+    fresh = SequenceClassification.from_pretrained(str(tiny_bert), label_names=["neg", "pos"],
+                                                   class_weights="balanced")
+    batch = fresh.collate([fresh.encode(fresh.examples(train))[0]])
+    with pytest.raises(Exception, match="computed from the training labels when fit starts"):
+        fresh.compute_loss(fresh.model, batch)  # not before: unweighted would be silently wrong
+
+
 # --- long texts: windows pooled per text -------------------------------------------------------------------------
 def test_pool_windows_numpy_expectation():
     logits = np.array([[1.0, 0.0], [3.0, -2.0], [0.5, 0.5], [-1.0, 4.0]], dtype=np.float32)  # [windows, labels]

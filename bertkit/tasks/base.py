@@ -284,6 +284,10 @@ class Task(TaskIO):
         if collator is not None and hasattr(collator, "pad_to_multiple_of"):
             collator.pad_to_multiple_of = multiple
 
+    def fit_to(self, train: datasets.Dataset, log=print) -> None:
+        """What the task takes from a run's training examples before its first step (`prepare_options`' part for a
+        task built in a notebook: classification's class weights 'balanced')."""
+
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
         """The training loss of one collated batch; `model` is the (possibly distributed) wrapper of `self.model`."""
         return model(**batch).loss

@@ -145,10 +145,9 @@ class SequenceClassification(ClassificationIO, Task):
         if o.doc_pooling != "truncate" and not 0 <= self.window_overlap < room:
             raise BertkitError(f"doc_window_overlap {self.window_overlap} must be smaller than a window's room for "
                                f"text ({room} word pieces at max_length {self.max_length})")
-        if isinstance(o.class_weights, str):
-            raise BertkitError(f"class_weights {o.class_weights!r} needs the training labels: pass the numbers of "
-                               "resolve_class_weights('balanced', labels, label_names, problem_type)")
-        self.class_weights = resolve_class_weights(o.class_weights, [], self.label_names, self.problem_type)
+        balanced = o.class_weights == "balanced"  # numbers from the training labels when `fit` starts (`fit_to`)
+        self.class_weights = None if balanced else resolve_class_weights(o.class_weights, [], self.label_names,
+                                                                         self.problem_type)
         self._collator = DataCollatorWithPadding(self.tokenizer)
         self._check_head()
 
@@ -187,7 +186,8 @@ class SequenceClassification(ClassificationIO, Task):
         super().check_metrics(metrics, options, source)
 
     def run_options(self):  # doc_window_overlap as given: None is a quarter of the max_length the run records
-        return replace(self.options, label_names=list(self.label_names), class_weights=self.class_weights)
+        weights = self.class_weights if self.class_weights is not None else self.options.class_weights  # 'balanced'
+        return replace(self.options, label_names=list(self.label_names), class_weights=weights)
 
     # --- data ------------------------------------------------------------------------------------------------
     @classmethod
@@ -213,6 +213,10 @@ class SequenceClassification(ClassificationIO, Task):
         how = "balanced, from the training labels" if options.class_weights == "balanced" else "given"
         log(f"class weights ({how}): " + ", ".join(f"{n} {w:g}" for n, w in zip(label_names, weights, strict=True)))
         return replace(options, class_weights=weights)
+
+    def fit_to(self, train, log=print) -> None:
+        if self.options.class_weights == "balanced":  # a notebook's task; a run's options hold the numbers already
+            self.class_weights = type(self).prepare_options(self.options, train, self.label_names, log).class_weights
 
     # --- what differs between heads (regression.py and multi_label.py override these) --------------------------
     def _target(self, label):
@@ -270,6 +274,8 @@ class SequenceClassification(ClassificationIO, Task):
     def compute_loss(self, model, batch: dict) -> torch.Tensor:
         """The model's own loss, or with class weights a weighted one computed from its logits."""
         if self.class_weights is None:
+            if self.options.class_weights == "balanced":
+                raise BertkitError("class_weights 'balanced' are computed from the training labels when fit starts")
             return model(**batch).loss
         logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float()  # [batch, num_labels]
         return self._weighted_loss(logits, batch["labels"], self._weights_on(logits.device))

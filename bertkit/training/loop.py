@@ -70,7 +70,7 @@ class Trainer:
                  resume: bool = False, memory: MemoryLog | None = None, eval_callbacks=()):
         self.task, self.callbacks, self.resume = task, list(callbacks), resume
         self.eval_callbacks = list(eval_callbacks)
-        self.cfg = trained_config(config, task)  # what is actually trained; never changed afterwards
+        self.cfg = trained_config(config, task)  # what is actually trained (fit adds what the task takes from train)
         self.output_dir = Path(config.output_dir or "runs/bertkit-run")
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
             self.cfg.metrics, builtins=task.metric_builtins, num_labels=len(task.label_names))
@@ -143,6 +143,8 @@ class Trainer:
         if evals is None or (isinstance(evals, dict) and not evals):
             raise BertkitError("at least one evaluation set is needed (validation_files)")
         train = _examples(self.task, train, "train")
+        self.task.fit_to(train, self.log)  # a notebook task's class weights 'balanced': the numbers config.yaml keeps
+        self.cfg = cfg = trained_config(cfg, self.task)
         evals = {k: _examples(self.task, v, f"evals[{k!r}]") for k, v in named_sets(evals).items()}
         with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
             features = self.task.encode(train)
