@@ -115,6 +115,24 @@ def test_register_task_from_a_notebook_and_its_errors(monkeypatch):
         get_task("shout-tst")
 
 
+def test_a_built_in_name_is_taken_before_the_built_ins_load(monkeypatch):
+    """A notebook's task under a built-in's name replaced it silently when registered before any lookup (after one
+    it was refused): refused either way now, unless replace=True."""
+    from bertkit.errors import BertkitError
+    from bertkit.tasks import Task, get_task, register_task, registry
+
+    monkeypatch.setattr(registry, "_TASKS", {})
+    monkeypatch.setattr(registry, "_loaded", False)  # as in a fresh process
+
+    class Mine(Task):
+        name = "sequence-classification"
+
+    with pytest.raises(BertkitError, match="task 'sequence-classification' is already registered "
+                                           "\\(bertkit.tasks.classification.SequenceClassification\\); pass replace"):
+        register_task(Mine)
+    assert register_task(Mine, replace=True) is Mine and get_task("sequence-classification") is Mine
+
+
 def test_a_notebooks_row_without_its_blank_is_one_line_naming_it(tiny_bert):
     """The example task's own check: a file's rows are checked as read, a notebook's `predict_rows` failed inside
     `list.index` ("103 is not in list")."""

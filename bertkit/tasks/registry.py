@@ -49,9 +49,12 @@ def register_task(cls=None, *, replace: bool = False):
         if not name or not isinstance(name, str):
             raise BertkitError(f"task class {cls.__name__} has no `name`")
         old = _TASKS.get(name)
-        if old is not None and old is not cls and not replace and old.__qualname__ != cls.__qualname__:
-            raise BertkitError(f"task '{name}' is already registered ({old.__module__}.{old.__qualname__}); pass "
-                               "replace=True to replace it")
+        # a built-in's name is taken before its module is loaded too
+        taken = f"{old.__module__}.{old.__qualname__}" if old is not None else BUILTIN.get(name, "").replace(":", ".")
+        same = old is cls or f"{cls.__module__}.{cls.__qualname__}" == taken or (
+            old is not None and old.__qualname__ == cls.__qualname__)  # a notebook's cell run again
+        if taken and not replace and not same:
+            raise BertkitError(f"task '{name}' is already registered ({taken}); pass replace=True to replace it")
         _TASKS[name] = cls
         return cls
 
@@ -67,7 +70,7 @@ def _load() -> None:
     for value in BUILTIN.values():
         module, _, name = value.partition(":")
         cls = getattr(importlib.import_module(module), name)
-        _TASKS.setdefault(cls.name, cls)  # a task registered by hand under a built-in's name keeps its place
+        _TASKS.setdefault(cls.name, cls)  # one registered by hand in its place (replace=True) stays
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINTS):
