@@ -171,6 +171,28 @@ def test_bad_argument(args, expected, tiny_bert, clf, tmp_path, capsys):
     check(args, expected, tiny_bert, clf, tmp_path, capsys)
 
 
+@pytest.mark.parametrize("recipe, files, expected", [
+    ("sst2", ["train.csv", "dev.csv"], "train.tsv: file not found (the training file); train.csv is there: "
+                                       "--train-file train.csv"),  # was the carve-eval hint or dev.tsv not found
+    ("sst2", ["train.tsv", "dev.csv"], "dev.tsv: file not found (an evaluation file); dev.csv is there: "
+                                       "--validation-files dev.csv"),
+    ("conll2003", ["train.conll", "valid.txt"], "train.txt: file not found (the training file); train.conll is "
+                                                "there: --train-file train.conll"),
+    ("squad", ["train.jsonl", "validation.json"], "train.json: file not found (the training file); train.jsonl is "
+                                                  "there: --train-file train.jsonl"),
+    ("swag", ["train.csv", "val.tsv"], "val.csv: file not found (an evaluation file); val.tsv is there: "
+                                       "--validation-files val.tsv"),
+])
+def test_a_missing_file_beside_one_of_its_name_names_that_one(recipe, files, expected, tiny_bert, clf, tmp_path,
+                                                               capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in files:
+        (data / name).write_text("x\n")
+    check(["finetune", recipe, "--model", "{tiny}", "--data-dir", str(data), "--output-dir", "{out}"], expected,
+          tiny_bert, clf, tmp_path, capsys)
+
+
 def test_corpus_has_at_least_30_files_and_all_are_used():
     files = {p.name for p in BAD.iterdir()}
     assert len(files) >= 30 and files == {c[0] for c in CASES}

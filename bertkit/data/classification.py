@@ -19,7 +19,7 @@ import datasets
 from ..errors import BertkitError, DataError
 from ..utils import say
 from .readers import read_rows
-from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path, training_file
 
 # the `problem_type`s of Hugging Face's sequence-classification heads
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
@@ -202,7 +202,7 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
         return train, evals, head_label_names(o)
     label_names = head_label_names(o)
     args = read_options(o)
-    train_path = local_path(data_dir, source)
+    train_path = local_path(data_dir, source) if o.carve_eval else training_file(cfg, data_dir)
     if not train_path.is_file() and not o.carve_eval:
         raise _missing_train(cfg, train_path, data_dir)
     eval_at = eval_paths(cfg, data_dir)

@@ -35,7 +35,7 @@ import datasets
 from ..errors import BertkitError, DataError
 from ..utils import say
 from .readers import iter_lines, read_jsonl
-from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 from .tags import TAG, _tag_error, label_names_for, sentence_tags, to_iob2
 
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
@@ -188,7 +188,7 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
         return _from_hub(cfg, o)
     if o.label_names:
         _check_label_names(o.label_names, "label_names")
-    train_path, eval_at = local_path(data_dir, cfg.train_file), eval_paths(cfg, data_dir)
+    train_path, eval_at = training_file(cfg, data_dir), eval_paths(cfg, data_dir)
     given = list(o.label_names) or None  # names in id order, for a JSONL file's tag ids
     train = read_conll_file(train_path, o.tag_column, given, columns=o.hub_columns, tag_ids=given)
     _report(train_path, train)

@@ -3,6 +3,7 @@ file in it, or, with no local files, the recipe's hub dataset (the one hub loade
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
@@ -27,6 +28,24 @@ def local_path(data_dir: Path | None, name: str) -> Path:
     return path if path.is_absolute() or data_dir is None else data_dir / path
 
 
+def _elsewhere(path: Path) -> Path | None:
+    """A file of `path`'s name with another extension beside it, where `path` is missing (train.csv for train.tsv)."""
+    if path.is_file() or not path.parent.is_dir():
+        return None
+    return next((p for p in sorted(path.parent.glob(glob.escape(path.stem) + ".*"))
+                 if p.stem == path.stem and p.is_file()), None)
+
+
+def training_file(cfg, data_dir: Path | None) -> Path:
+    """The run's training file; where it is missing but a file of its name with another extension is there, that
+    one is named with the flag that takes it."""
+    path = local_path(data_dir, cfg.train_file)
+    if (other := _elsewhere(path)) is not None:
+        raise DataError(f"file not found (the training file); {other.name} is there: --train-file "
+                        f"{Path(cfg.train_file).with_suffix(other.suffix)}", file=path)
+    return path
+
+
 def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
     """The run's evaluation files. Without a data folder a recipe's own names (`dev.tsv`) are looked for in the
     working folder; one that is not there is named with that, and with the flags that say where it is."""
@@ -39,7 +58,12 @@ def eval_paths(cfg, data_dir: Path | None) -> list[Path]:
         raise BertkitError(f"{' and '.join(files)} would both be the split '{twice}' of the results (a split is "
                            "named by its file's name without the extension): rename one"
                            + (", or leave the test file out with --test-file none" if twice == "test" else ""))
-    for path in paths:
+    for i, path in enumerate(paths):
+        if (other := _elsewhere(path)) is not None:
+            names = [str(Path(n).with_suffix(other.suffix)) if j == i else n
+                     for j, n in enumerate(cfg.validation_files)]
+            raise DataError(f"file not found (an evaluation file); {other.name} is there: --validation-files "
+                            f"{','.join(names)}", file=path)
         if data_dir is None and not path.is_absolute() and not path.is_file():
             raise DataError(f"file not found (an evaluation file, looked for in the working folder: there "
                             f"is no data folder, neither --data-dir nor $BERTKIT_DATA_DIR/{cfg.name}); name yours "

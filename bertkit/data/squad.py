@@ -37,7 +37,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from .readers import _text, read_jsonl
-from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
+from .sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 
 logger = logging.getLogger("bertkit")
 SKIP_HINT = "fix the file, or pass --skip-bad-examples to skip such questions"
@@ -294,7 +294,7 @@ def load_squad_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
     if not cfg.train_file:
         raise BertkitError("a SQuAD run needs a train_file (e.g. train.json)")
     read, eval_at = dict(skip_bad=o.skip_bad_examples, no_answer=o.allow_no_answer), eval_paths(cfg, data_dir)
-    train, _ = read_squad_file(local_path(data_dir, cfg.train_file), max_samples=cfg.max_train_samples, **read)
+    train, _ = read_squad_file(training_file(cfg, data_dir), max_samples=cfg.max_train_samples, **read)
     evals = {}
     for path in eval_at:
         evals[path.stem], _ = read_squad_file(path, max_samples=cfg.max_eval_samples, **read)

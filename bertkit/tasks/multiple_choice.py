@@ -30,7 +30,7 @@ import torch
 from transformers import AutoModelForMultipleChoice
 
 from ..data.readers import read_rows
-from ..data.sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path
+from ..data.sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
@@ -129,7 +129,7 @@ class MultipleChoice(Task):
             return (cls._hub(cfg, train, cfg.max_train_samples),
                     {s: cls._hub(cfg, s, cfg.max_eval_samples) for s in evals}, [])
         o, eval_at = cfg.task_options, eval_paths(cfg, data_dir)
-        train = read_choices(local_path(data_dir, cfg.train_file), o, max_samples=cfg.max_train_samples)
+        train = read_choices(training_file(cfg, data_dir), o, max_samples=cfg.max_train_samples)
         evals = {}
         for path in eval_at:
             evals[path.stem] = read_choices(path, o, max_samples=cfg.max_eval_samples)
