@@ -1,4 +1,4 @@
-"""SQuAD 2.0 metrics, exactly as the official evaluation script (`evaluate-v2.0.py`) computes them.
+"""SQuAD 2.0 metrics as the official evaluation script (`evaluate-v2.0.py`) computes them (one difference, below).
 
 SQuAD 2.0 adds unanswerable questions (no reference answer). Per question, against every reference (or `""` for an
 unanswerable one, or when every reference normalises to nothing):
@@ -9,9 +9,11 @@ unanswerable one, or when every reference normalises to nothing):
 - totals in percent over all questions (`exact`, `f1`, `total`), the answerable ones (`HasAns_*`) and the others
   (`NoAns_*`);
 - `best_exact` / `best_f1` and their thresholds: the script's sweep over the questions in increasing order of their
-  no-answer score (ties keep the input order), starting from "everything is no answer" and answering one more
-  question at each step; the threshold is the score at which the total first reached its maximum (0.0 if answering
-  nothing is best).
+  no-answer score, starting from "everything is no answer" and answering one more question at each step; the
+  threshold is the score at which the total first reached its maximum (0.0 if answering nothing is best). One
+  difference: questions that share a score (a tie, common with bf16 logits) are answered together, as a threshold
+  answers them, where the script compares after each of them and can report a total between two thresholds that no
+  model can keep. Without ties the two are the same; with them this `best_f1` is the F1 at `best_f1_thresh`.
 
 The `SquadV2` module takes the hub `squad_v2` metric's input format (`no_answer_probability` is bertkit's null odds;
 kept as float64) and is a local drop-in replacement for it.
@@ -75,16 +77,18 @@ def apply_no_answer_threshold(scores: dict, na_probs: dict, has_answer: dict, th
 def best_threshold(predictions: dict[str, str], scores: dict, na_probs: dict,
                    has_answer: dict) -> tuple[float, float]:
     """(best total in percent, its threshold): answer the questions whose no-answer score is at most the threshold
-    with their prediction, the others with "no answer" (the official sweep, see the module docstring)."""
+    with their prediction, the others with "no answer" (the official sweep, a tie answered whole: see the module
+    docstring)."""
     total = sum(not h for h in has_answer.values())  # everything "no answer": every unanswerable one is right
     best, thresh = total, 0.0
-    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
-        if qid not in scores:
-            continue
+    qids = [q for q in sorted(na_probs, key=lambda q: na_probs[q]) if q in scores]
+    for i, qid in enumerate(qids):
         if has_answer[qid]:
             total += scores[qid]
         elif predictions[qid]:
             total -= 1  # an unanswerable question now gets a span: wrong
+        if i + 1 < len(qids) and na_probs[qids[i + 1]] == na_probs[qid]:
+            continue  # the next one shares this score: a threshold answers both or neither
         if total > best:
             best, thresh = total, na_probs[qid]
     return 100.0 * best / len(scores), thresh

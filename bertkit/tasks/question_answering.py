@@ -248,8 +248,9 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
 
     @staticmethod
     def choose_threshold(predictions: list[dict]) -> float:
-        """SQuAD 2.0: the official script's `best_f1_thresh` for these predictions (with `gold`), each question
-        answered by its best span: no answer where the null odds exceed it maximises F1 on them."""
+        """SQuAD 2.0: the official script's `best_f1_thresh` (a tie answered whole, `metrics.squad_v2`) for these
+        predictions (with `gold`), each question answered by its best span: no answer where the null odds exceed it
+        maximises F1 on them."""
         from ..metrics.squad_v2 import best_threshold, raw_scores  # (with evaluate: only where a run scores)
 
         spans = {p["id"]: p["nbest"][0]["text"] if p["nbest"] else "" for p in predictions}
