@@ -69,6 +69,13 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("squad_missing_answers.json", SQUAD, "q-noanswers"),
     ("squad_empty_question.json", SQUAD, "q-empty: empty question"),
     ("squad_not_json.json", SQUAD, "squad_not_json.json, line 1: not valid JSON"),
+    ("squad_missing_id.json", SQUAD, 'squad_missing_id.json, line 20, field "data[0].paragraphs[0].qas[1].id": '
+                                     "missing field 'id'"),  # the line of its question: was none
+    ("squad_paragraph_without_qas.json", SQUAD, 'squad_paragraph_without_qas.json, line 22, field '
+                                                "\"data[0].paragraphs[1].qas\": missing field 'qas'"),
+    ("squad_answers_object.json", SQUAD, 'squad_answers_object.json, line 21, field "data[0].paragraphs[0].qas[1].'
+                                         "answers\": question q-object: 'answers' must be a list of {\"text\", "
+                                         '"answer_start"} objects, got {'),  # was "no answers"
     ("squad_no_data.json", SQUAD, "not SQuAD JSON"),
     ("squad_empty_context.json", SQUAD, "empty context"),
     ("squad_jsonl_uneven_answers.jsonl", SQUAD, 'squad_jsonl_uneven_answers.jsonl, line 2, field "answers": '

@@ -289,7 +289,12 @@ def test_predict_reads_a_squad_file_and_writes_the_official_scorers_predictions(
     jsonl = tmp_path / "q.jsonl"
     jsonl.write_text('{"question": "who?", "context": "Ann."}\n')
     assert main(["predict", "--model", str(out), "--input", str(jsonl), "--output-format", "squad"]) == 2
-    assert "--output-format squad: input row 1 has no id" in capsys.readouterr().err
+    assert 'q.jsonl, line 1, field "id": missing field (--output-format squad keys each answer by its question\'s ' \
+        "id)" in capsys.readouterr().err
+    jsonl.write_text('{"id": "a", "question": "who?", "context": "Ann."}\n\n{"id": "a", "question": "why?", '
+                     '"context": "Ann."}\n')  # was "the inputs' ids are not unique", naming no file nor id
+    assert main(["predict", "--model", str(out), "--input", str(jsonl), "--output-format", "squad"]) == 2
+    assert 'q.jsonl, line 3, field "id": id \'a\' again (first on line 1)' in capsys.readouterr().err
 
 
 def test_predict_qa_bad_input_is_one_clear_line(qa_run, tmp_path, capsys):

@@ -27,6 +27,7 @@ questions[0]["answers"]  # {'text': [each reference answer], 'answer_start': [it
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -71,6 +72,10 @@ def _get(obj, key: str, kind: type, source, where: str):
 def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool) -> bool:
     """Whether the question is unanswerable; raises DataError when its answers do not fit that."""
     flag = qa.get("is_impossible")
+    if not isinstance(answers, list) and (answers is not None or no_answer):
+        raise DataError(f"question {qid}: 'answers' must be a list of {{\"text\", \"answer_start\"}} objects"
+                        + (" ([] for an unanswerable question)" if no_answer else "") + f", got {answers!r:.60}",
+                        file=source, field=_in(where, "answers"))
     if not no_answer:
         if not isinstance(answers, list) or not answers:
             hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
@@ -81,9 +86,6 @@ def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool
     if flag is not None and not isinstance(flag, bool):
         raise DataError(f"question {qid}: 'is_impossible' must be true or false, got {flag!r:.40}", file=source,
                         field=_in(where, "is_impossible"))
-    if not isinstance(answers, list):
-        raise DataError(f"question {qid}: 'answers' must be a list ([] for an unanswerable question), got "
-                        f"{answers!r:.40}", file=source, field=_in(where, "answers"))
     if flag and answers:
         raise DataError(f"question {qid}: is_impossible is true but it has {len(answers)} answer(s) (an unanswerable "
                         'SQuAD 2.0 question has "answers": []; candidate spans go in "plausible_answers")',
@@ -149,6 +151,34 @@ def _id_lines(text: str):
                 return text.count("\n", 0, found[nth].start()) + 1
         return None
     return line_of
+
+
+def _object_line(text: str, field: str) -> int | None:
+    """The line where the JSON object at `field` (`data[0].paragraphs[1].qas`), or the nearest one holding it,
+    begins: for an error about a field that is missing or mistyped, found by no id. Parses `text` again with the
+    pure-Python scanner, which gives each object's offset (slower: only on an error)."""
+    import json.decoder
+    import json.scanner
+
+    starts: dict[int, int] = {}
+
+    def parse_object(s_and_end, *args):
+        obj, end = json.decoder.JSONObject(s_and_end, *args)
+        starts[id(obj)] = s_and_end[1] - 1
+        return obj, end
+
+    decoder = json.JSONDecoder()
+    decoder.parse_object = parse_object
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    node = decoder.decode(text)
+    holder = node
+    for key, index in re.findall(r"(\w+)|\[(\d+)\]", field):
+        try:
+            node = node[int(index)] if index else node[key]
+        except (KeyError, IndexError, TypeError, ValueError):
+            break
+        holder = node if isinstance(node, dict) else holder
+    return text.count("\n", 0, starts[id(holder)]) + 1 if id(holder) in starts else None
 
 
 def _at_line(e: DataError, line: int | None) -> DataError:
@@ -217,8 +247,9 @@ def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None
         columns, skipped = collect_questions(_jsonl_records(path), path, skip_bad, max_samples, no_answer)
     else:
         text, obj = _json_file(path)
-        columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer,
-                                             _id_lines(text))
+        with _lines_in_errors(text):
+            columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer,
+                                                 _id_lines(text))
     return datasets.Dataset.from_dict(columns, features=FEATURES), skipped
 
 
@@ -227,8 +258,21 @@ def read_squad_questions(path) -> list[dict]:
     answers, if any, are not read (an official test file has none)."""
     path = Path(path)
     text, obj = _json_file(path)
-    columns, _ = collect_questions(_records(obj, path), path, line_of=_id_lines(text), with_answers=False)
+    with _lines_in_errors(text):
+        columns, _ = collect_questions(_records(obj, path), path, line_of=_id_lines(text), with_answers=False)
     return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+@contextlib.contextmanager
+def _lines_in_errors(text: str):
+    """An error of a SQuAD JSON file found by no question id (a missing id, a paragraph without qas) gets the line
+    of the object it is about."""
+    try:
+        yield
+    except DataError as e:
+        if e.line is not None or not e.field:
+            raise
+        raise _at_line(e, _object_line(text, e.field)) from None
 
 
 def _json_file(path: Path) -> tuple[str, object]:

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BertkitError
+from ..errors import DataError
 from ..utils import write_json
 from .requests import body_field, check_count, check_text, plain_rows
 
@@ -62,7 +62,7 @@ class QuestionAnsweringIO:
         from ..data.squad import read_squad_questions
 
         rows = read_squad_questions(source) if is_squad_file(source) else super().read_inputs(source, args)
-        return check_ids(rows, getattr(args, "output_format", "jsonl"))
+        return check_ids(rows, getattr(args, "output_format", "jsonl"), source)
 
     def output_whole(self, rows, args) -> bool:
         return getattr(args, "output_format", "jsonl") == "squad"  # one object {id: answer}
@@ -112,15 +112,28 @@ def is_squad_file(source: str) -> bool:
     return source != "-" and Path(source).suffix.lower() == ".json"
 
 
-def check_ids(rows: list[dict], output_format: str) -> list[dict]:
-    """`--output-format squad` keys answers by id: every row needs one, and no two the same."""
-    if output_format == "squad":
-        missing = next((i for i, r in enumerate(rows) if "id" not in r), None)
-        if missing is not None:
-            raise BertkitError(f"--output-format squad: input row {missing + 1} has no id")
-        ids = [str(r["id"]) for r in rows]
-        if len(set(ids)) != len(ids):
-            raise BertkitError("--output-format squad: the inputs' ids are not unique")
+def check_ids(rows: list[dict], output_format: str, source: str = "-") -> list[dict]:
+    """`--output-format squad` keys answers by id: every row needs one, and no two the same (a SQuAD file's were
+    checked as read; a JSONL file is read again for the line of a row that fails)."""
+    if output_format != "squad":
+        return rows
+    from ..data.readers import iter_jsonl, source_name
+
+    def at(i: int) -> tuple[int | None, str]:  # (its line, where it is in words)
+        line = None if source == "-" else next(n for k, (n, _) in enumerate(iter_jsonl(source)) if k == i)
+        return line, f"line {line}" if line else f"row {i + 1}"
+
+    why = "--output-format squad keys each answer by its question's id"
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        line, place = at(i) if "id" not in row or str(row["id"]) in seen else (None, "")
+        if "id" not in row:
+            raise DataError(f"missing field ({why})" + ("" if line else f" on {place}"), file=source_name(source),
+                            line=line, field="id")
+        if str(row["id"]) in seen:
+            raise DataError(f"id {row['id']!r} again (first on {at(seen[str(row['id'])])[1]}); {why}",
+                            file=source_name(source), line=line, field="id")
+        seen[str(row["id"])] = i
     return rows
 
 
