@@ -44,7 +44,7 @@ class DataError(BertkitError):
 
     def __init__(self, message: str, file=None, line: int | None = None, field: str | None = None):
         self.file, self.line, self.field, self.reason = file, line, field, message
-        where = [str(file)] if file is not None else []
+        where = [str(file) if str(file) != "-" else "<stdin>"] if file is not None else []
         if line is not None:
             where.append(f"line {line}")
         if field is not None:

@@ -508,6 +508,41 @@ def test_bad_input_exit_code_from_the_shell(conll_dir, tiny_bert, tmp_path):
     assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()
 
 
+def test_predict_finds_conll_and_jsonl_by_their_lines_in_files_and_on_standard_input(ner_run, conll_dir, tmp_path,
+                                                                                       monkeypatch, capsys):
+    """Found by using bertkit: a CoNLL .txt without -DOCSTART- was read a sentence a line ("remove blank lines", and
+    with them removed, each "word POS chunk tag" line tagged as a sentence); CoNLL and JSONL on standard input were
+    refused or read as text, braces and all."""
+    args = ["predict", "--model", str(ner_run), "--precision", "fp32"]
+    assert main([*args, "--input", str(conll_dir / "valid.txt"), "--input-format", "conll"]) == 0
+    expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    blocks = (conll_dir / "valid.txt").read_text().split("\n\n")
+    no_docstart = write(tmp_path / "nodoc.txt", "\n\n".join(b for b in blocks if not b.startswith("-DOCSTART-")))
+    assert main([*args, "--input", str(no_docstart)]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == expected
+    for text in ((conll_dir / "valid.txt").read_text(), no_docstart.read_text()):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        assert main([*args, "--input", "-"]) == 0
+        assert [json.loads(line)["tags"] for line in capsys.readouterr().out.splitlines()] == [
+            r["tags"] for r in expected]
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"id": 7, "tokens": ["Peter", "Kowalczyk"]}\n'))
+    assert main([*args, "--input", "-"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["id"] == 7 and row["tokens"] == ["Peter", "Kowalczyk"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Peter went home O\nAnn stayed I-95\n"))  # text: not one width
+    assert main([*args, "--input", "-"]) == 0
+    assert [json.loads(line)["text"] for line in capsys.readouterr().out.splitlines()] == [
+        "Peter went home O", "Ann stayed I-95"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Peter went home\n\nAnn too\n"))
+    assert main([*args, "--input", "-"]) == 2
+    assert capsys.readouterr().err.endswith("<stdin>, line 2: empty text (one sentence per line; remove blank lines; "
+                                            "a CoNLL file, a word a line: --input-format conll)\n")
+    iob1 = write(tmp_path / "iob1.txt", "Peter I-PER\nBlackburn I-PER\nvisited O\nBonn I-LOC\n")
+    assert main([*args, "--input", str(iob1)]) == 0  # IOB1 read as IOB2 is said, as finetune says it
+    assert f"{iob1}: 1 sentences, 4 tokens, tags IOB1, converted to IOB2 (2 entities began with I-)" in \
+        capsys.readouterr().err
+
+
 def test_predict_bad_conll_input_exits_2(ner_run, tmp_path, capsys):
     f = write(tmp_path / "in.conll", "EU B-ORG\nrejects\n")
     assert main(["predict", "--model", str(ner_run), "--input", str(f), "--output", str(tmp_path / "o")]) == 2

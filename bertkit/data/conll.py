@@ -164,7 +164,7 @@ def _dataset(data: dict) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"tokens": data["tokens"], "tags": data["tags"], "doc": data["docs"]})
 
 
-def _report(name, data: dict) -> None:
+def report_file(name, data: dict) -> None:
     """One line per file on stderr: size and the tag scheme found."""
     scheme = (f"IOB1, converted to IOB2 ({data['converted']} entities began with I-)" if data["scheme"] == "IOB1"
               else "IOB2")
@@ -191,7 +191,7 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
     train_path, eval_at = training_file(cfg, data_dir), eval_paths(cfg, data_dir)
     given = list(o.label_names) or None  # names in id order, for a JSONL file's tag ids
     train = read_conll_file(train_path, o.tag_column, given, columns=o.hub_columns, tag_ids=given)
-    _report(train_path, train)
+    report_file(train_path, train)
     label_names = list(o.label_names) or label_names_for(train["tags"])
     if cfg.max_train_samples is not None:
         train = {**train, **{k: train[k][: cfg.max_train_samples] for k in ("tokens", "tags", "docs")}}
@@ -199,7 +199,7 @@ def load_conll_data(cfg, options) -> tuple[datasets.Dataset, dict[str, datasets.
     for path in eval_at:
         data = read_conll_file(path, o.tag_column, label_names, cfg.max_eval_samples, columns=o.hub_columns,
                                tag_ids=given)
-        _report(path, data)
+        report_file(path, data)
         evals[path.stem] = _dataset(data)
     return _dataset(train), evals, label_names
 
@@ -210,13 +210,11 @@ def load_conll_split(cfg, options, split: str, label_names: list[str], file: str
     or its test file ('test'), or (no local data) the hub split of that name."""
     # a JSONL file's tag ids: into the names given (a run's own labels, for a run folder), never derived ones
     tag_column, read = options.tag_column, dict(columns=options.hub_columns, tag_ids=list(options.label_names) or None)
-    if file:
-        return _dataset(read_conll_file(Path(file), tag_column, label_names, cfg.max_eval_samples, **read))
-    path = split_path(cfg, split)
+    path = Path(file) if file else split_path(cfg, split)
     if path is None:
         return _hub_split(cfg, options, split, label_names, cfg.max_eval_samples)
     data = read_conll_file(path, tag_column, label_names, cfg.max_eval_samples, **read)
-    _report(path, data)
+    report_file(path, data)
     return _dataset(data)
 
 

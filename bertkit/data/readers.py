@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 import sys
@@ -202,19 +203,23 @@ def _decoded(raw: bytes, source, n: int) -> str:
 
 def first_line(source) -> str | None:
     """The first line with text of a file or of standard input (kept there for the reading that follows), or None."""
+    return next(iter(first_lines(source, 1)), None)
+
+
+def first_lines(source, count: int) -> list[str]:
+    """The first `count` lines with text of a file or of standard input (kept there for the reading that follows;
+    fewer where the input has fewer)."""
     if str(source) != "-":
-        return next((line for _, line in iter_lines(source) if line.strip()), None)
+        return list(itertools.islice((line for _, line in iter_lines(source) if line.strip()), count))
     if _PEEKED[0] is not sys.stdin:
         _PEEKED[:] = [sys.stdin]
-    for n, raw in enumerate(_PEEKED[1:], start=1):  # asked before
-        if (text := _decoded(raw, source, n)).strip():
-            return text
-    while raw := _stdin_line():
+    found = [text for n, raw in enumerate(_PEEKED[1:], start=1)  # asked before
+             if (text := _decoded(raw, source, n)).strip()][:count]
+    while len(found) < count and (raw := _stdin_line()):
         _PEEKED.append(raw)
-        text = _decoded(raw, source, len(_PEEKED) - 1)
-        if text.strip():
-            return text
-    return None
+        if (text := _decoded(raw, source, len(_PEEKED) - 1)).strip():
+            found.append(text)
+    return found
 
 
 def without_blank_end(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -230,13 +235,14 @@ def without_blank_end(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, s
         yield n, line
 
 
-def read_lines(source, what: str = "text") -> list[tuple[int, str]]:
+def read_lines(source, what: str = "text", hint: str = "") -> list[tuple[int, str]]:
     """The lines of a one-`what`-per-line input (a file or `-`): blank lines at its end are left out (an editor's
-    last newline); a blank line before a text, or no text at all, is an error."""
+    last newline); a blank line before a text, or no text at all, is an error (`hint` ends its message)."""
     rows = []
     for n, line in without_blank_end(iter_lines(source)):
         if not line.strip():
-            raise DataError(f"empty text (one {what} per line; remove blank lines)", file=source_name(source), line=n)
+            raise DataError(f"empty text (one {what} per line; remove blank lines{hint})", file=source_name(source),
+                            line=n)
         rows.append((n, line))
     if not rows:
         raise DataError("file is empty" if str(source) != "-" else "no input text", file=source_name(source))

@@ -2,14 +2,14 @@
 (token_classification.py): what `bertkit predict` reads and writes, `serve`'s request body (`TokenRequest`) and the
 run report's per-type F1 figure.
 
-`bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get
-character offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file
-(`--input-format conll`; auto-detected for `.conll`/`.iob`/`.bio` files and files that begin with `-DOCSTART-`):
-the first column is the word and, when there are two or more columns, the last one is the gold tag; or JSONL
-(`--input-format jsonl`, auto for `.jsonl`), a sentence a line as {"tokens": [words]} (the datasets layout, its
-"ner_tags" by name the gold tags) or {"text": raw text}, with an "id" that the answer echoes. A model trained with
-document context reads a CoNLL file's sentences with their `-DOCSTART-` documents around them; other inputs are
-read sentence by sentence.
+`bertkit predict` input: one sentence per line, as raw text (split into words by `split_words`, entities get character
+offsets) or, with `--pretokenized`, as words separated by white space; or a CoNLL file (`--input-format conll`;
+auto-detected for `.conll`/`.iob`/`.bio` files, files that begin with `-DOCSTART-` and files whose first lines are
+columns ending in a tag): the first column is the word and, when there are two or more columns, the last one is the
+gold tag; or JSONL (`--input-format jsonl`, auto for `.jsonl` and for a first line that is a JSON object), a sentence a
+line as {"tokens": [words]} (the datasets layout, its "ner_tags" by name the gold tags) or {"text": raw text}, with an
+"id" that the answer echoes. A model trained with document context reads a CoNLL file's sentences with their
+`-DOCSTART-` documents around them; other inputs are read sentence by sentence.
 Output: JSONL, one object per sentence {[id,] [text,] tokens, tags, [gold,] entities}; or, with `--output-format
 conll`, a CoNLL file `token gold pred` (readable by the conlleval script), or `token pred` when there are no gold
 tags.
@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BertkitError, DataError
+from ..errors import DataError
 from .requests import body_field, check_count, check_text, check_words
 
 CONLL_SUFFIXES = (".conll", ".iob", ".iob2", ".bio")
@@ -62,8 +62,8 @@ class TokenClassificationIO:
         group.add_argument("--input-format", "--format", dest="format", default="auto",
                            choices=["auto", "text", "conll", "jsonl"],
                            help="text = one sentence per line; conll = one word per line; jsonl = {tokens} or {text} "
-                                "a line (auto: by file extension; a file that begins with -DOCSTART- is conll; "
-                                "--format: the same)")
+                                "a line (auto: by file extension, else by the first lines: -DOCSTART- or columns "
+                                "ending in a tag are conll, a JSON object jsonl; --format: the same)")
         group.add_argument("--pretokenized", action="store_true",
                            help="each input line is words separated by white space (no splitting)")
         group.add_argument("--output-format", default="jsonl", choices=["jsonl", "conll"],
@@ -110,38 +110,59 @@ class TokenClassificationIO:
         return [plot_per_type(run, split, metrics["per_type"])] if "per_type" in metrics else []
 
 
-def _is_conll(source: str, fmt: str) -> bool:
-    if fmt != "auto" or source == "-":
-        return fmt == "conll"
-    path = Path(source)
-    if path.suffix.lower() in CONLL_SUFFIXES:
-        return True
-    from ..data.readers import first_line
+def input_format(source: str, fmt: str) -> str:
+    """`--input-format` decided: as given, else conll for a CoNLL suffix, a first line -DOCSTART-, or first lines
+    that are columns ending in a tag (`_columns_with_tags`); jsonl for `.jsonl` or a first line that is a JSON
+    object; else text. Standard input is read by its first lines, as a file without a known suffix is."""
+    if fmt != "auto":
+        return fmt
+    suffix = Path(source).suffix.lower() if source != "-" else ""
+    if suffix in CONLL_SUFFIXES:
+        return "conll"
+    if suffix == ".jsonl":
+        return "jsonl"
+    from ..data.readers import first_lines
 
-    return (first_line(path) or "").startswith("-DOCSTART-")
+    lines = first_lines(source, 3)
+    if lines and lines[0].startswith("-DOCSTART-") or _columns_with_tags(lines):
+        return "conll"
+    return "jsonl" if lines and lines[0].lstrip().startswith("{") else "text"
+
+
+def _columns_with_tags(lines: list[str]) -> bool:
+    """Lines of a CoNLL file without its -DOCSTART- (a word, maybe more columns, and a tag): at least two, all of as
+    many columns (two or more), each ending in O, B-TYPE or I-TYPE. Sentences to tag are rarely all that."""
+    from ..data.tags import TAG
+
+    fields = [line.split() for line in lines]
+    return len(fields) >= 2 and len({len(f) for f in fields}) == 1 and len(fields[0]) >= 2 and all(
+        TAG.match(f[-1]) for f in fields)
 
 
 def read_sentences(source: str, fmt: str, pretokenized: bool, columns: tuple[str, str] | None = None) -> list[dict]:
     """Rows {sentence (a list of words, or raw text to be split), doc?, gold?}; only CoNLL files have documents;
     CoNLL files and JSONL have gold tags (JSONL: its `columns`, words and tags, the run's)."""
-    from ..data.conll import read_conll_file
+    from ..data.conll import read_conll_file, report_file
+    from ..data.readers import source_name
 
     if source != "-" and not Path(source).is_file():
         raise DataError("file not found", file=source)
-    if _is_conll(source, fmt):
-        if source == "-":
-            raise BertkitError("reading a CoNLL file from standard input is not supported; give a file")
+    fmt = input_format(source, fmt)
+    if fmt == "conll":
         data = read_conll_file(source, tagged=None)
+        if data.get("tags") is not None:
+            report_file(source_name(source), data)  # the tag scheme found (IOB1 is read as IOB2)
         rows = [{"sentence": words, "doc": doc} for words, doc in zip(data["tokens"], data["docs"], strict=True)]
         if data.get("tags") is not None:
             for row, tags in zip(rows, data["tags"], strict=True):
                 row["gold"] = tags
         return rows
-    if fmt == "jsonl" or fmt == "auto" and source != "-" and Path(source).suffix.lower() == ".jsonl":
+    if fmt == "jsonl":
         return read_jsonl_sentences(source, columns)
     from ..data.readers import read_lines
 
-    return [{"sentence": line.split() if pretokenized else line.strip()} for _, line in read_lines(source, "sentence")]
+    lines = read_lines(source, "sentence", "; a CoNLL file, a word a line: --input-format conll")
+    return [{"sentence": line.split() if pretokenized else line.strip()} for _, line in lines]
 
 
 def read_jsonl_sentences(source: str, columns: tuple[str, str] | None = None) -> list[dict]:
