@@ -214,6 +214,27 @@ def not_utf8(raw: bytes, at: int) -> str:
     return f"not UTF-8 text (byte 0x{raw[at]:02x})"
 
 
+SURROGATE_ESCAPE = r"\\[uU][dD][89a-fA-F]"  # JSON's escape of a surrogate (a pair's half, or alone)
+LONE_SURROGATE = "a lone surrogate (a \\uD800-\\uDFFF escape without its pair): not a Unicode character"
+
+
+def lone_surrogate(value, where: str = "") -> str | None:
+    """The path (`texts[2]`, `questions[0].context`) of the first string in parsed JSON `value` that holds a lone
+    surrogate (JSON's `\\ud800` alone decodes to one: no encoder takes it, the tokenizer fails on it), or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
+        if (found := lone_surrogate(item, path)) is not None:
+            return found
+    return None
+
+
 def load_yaml(path):
     """A YAML file's value; a file that is not UTF-8 text or not YAML is one line naming the file and line."""
     import yaml

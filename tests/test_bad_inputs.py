@@ -52,6 +52,10 @@ CASES = [  # (file in tests/data/bad, command, expected message)
     ("generic_number_text.jsonl", GENERIC, "line 1, field \"text\": text must be a string"),
     ("generic_corrupt.parquet", GENERIC, "generic_corrupt.parquet: not a readable parquet file"),
     ("generic_unknown_type.xml", GENERIC, "unknown file type '.xml'"),
+    ("generic_lone_surrogate.jsonl", GENERIC, 'generic_lone_surrogate.jsonl, line 2, field "text": a lone surrogate '
+                                              "(a \\uD800-\\uDFFF escape without its pair)"),  # was pyarrow's error
+    ("squad_lone_surrogate.json", SQUAD, 'squad_lone_surrogate.json, line 20, field "data[0].paragraphs[0].qas[1].'
+                                         'question": a lone surrogate'),  # was the tokenizer's TypeError
     ("mnli_missing_hypothesis.jsonl", MNLI, "line 1, field \"sentence2\": missing column"),
     ("mnli_unknown_label.jsonl", MNLI, "line 1, field \"gold_label\": unknown label 'maybe'"),
     ("conll_wrong_columns.txt", CONLL, "conll_wrong_columns.txt, line 2"),

@@ -32,6 +32,9 @@ def clf(tiny_bert):
     (["a", "b", "c", 7], LABELS, "row 3: text is 7 (int), where the column holds str values"),
     ([1, 2, 3, 4], LABELS, "row 0: text is 1 (int), not text"),
     (TEXTS, ["positive", 1, "positive", "negative"], "row 1: label is 1 (int), where the column holds str values"),
+    (["a", "b", "  ", "d"], LABELS, "row 2: text is empty"),  # as a file's empty text: was trained on
+    (["a", "b\ud800", "c", "d"], LABELS, "row 1: text: a lone surrogate (a \\uD800-\\uDFFF escape without its pair): "
+                                         "not a Unicode character"),  # was pyarrow's UnicodeEncodeError
 ])
 def test_a_missing_or_mistyped_value_is_refused_with_its_row(clf, texts, labels, said):
     with pytest.raises(BertkitError) as e:
@@ -167,7 +170,9 @@ def test_a_notebooks_predict_checks_its_arguments(clf, tiny_bert):
             clf.predict(["a fine film"], **kwargs)
     for texts, said in [(None, "texts: a text or a list of texts, got NoneType"),
                         (["a fine film", None], r"texts\[1\] is None \(NoneType\), not a text"),
-                        (["a fine film", 3], r"texts\[1\] is 3 \(int\), not a text")]:
+                        (["a fine film", 3], r"texts\[1\] is 3 \(int\), not a text"),
+                        (["a fine film", " "], r"texts\[1\]: empty text"),  # was a label, where a file's is refused
+                        (["a fine film", "\udfff"], r"texts\[1\]: a lone surrogate")]:  # was the tokenizer's error
         with pytest.raises(BertkitError, match=said):
             clf.predict(texts)
     with pytest.raises(BertkitError, match="2 texts but 1 text_pairs"):
@@ -175,6 +180,11 @@ def test_a_notebooks_predict_checks_its_arguments(clf, tiny_bert):
     qa = bertkit.QuestionAnswering.from_pretrained(str(tiny_bert))
     with pytest.raises(BertkitError, match="expected an input or a list of inputs, got NoneType"):
         qa.predict(None, None)
+    with pytest.raises(BertkitError, match=r"contexts\[0\]: a lone surrogate"):
+        qa.predict("who?", "Ann \ud800.")
+    ner = bertkit.TokenClassification.from_pretrained(str(tiny_bert), label_names=["O", "B-PER", "I-PER"])
+    with pytest.raises(BertkitError, match=r"sentences\[0\]\[1\]: a lone surrogate"):
+        ner.predict([["Ann", "\ud800"]])
 
 
 def test_a_second_fit_into_one_folder_replaces_the_first_runs_checkpoints(tiny_bert, sst2_dir, tmp_path, capsys):

@@ -158,6 +158,8 @@ BAD = [  # (path, body, status, field); the server takes 32 items, 2000 characte
     ("/predict", {"texts": [["nested"]]}, 400, "texts[0]"),
     ("/predict", {"texts": []}, 400, "texts"),  # nothing to do
     ("/predict", {"texts": ["fine", "   "]}, 400, "texts[1]"),  # empty text
+    ("/predict", b'{"texts": ["fine", "a \\ud800 b"]}', 400, "texts[1]"),  # a lone surrogate: was a 500, for the
+    ("/embed", b'{"texts": ["a \\udfff"], "layers": "last"}', 400, "texts[0]"),  # call's other requests too
     ("/predict", {"texts": ["fine"], "temperature": 2}, 400, "temperature"),  # unknown field
     ("/predict", {"texts": ["fine"], "probs": "true"}, 400, "probs"),  # a string for a boolean
     ("/predict", {"texts": ["fine"], "text_pairs": ["pair"]}, 400, "text_pairs"),  # pairs for a single-text model
@@ -439,3 +441,32 @@ def test_auto_precision_says_it_follows_a_run_that_trained_in_fp32(sst2_run):
     engine = Engine(str(sst2_run), threads=1)  # the tiny run trained in fp32 (TINY's --precision)
     assert engine.precision == "fp32" and engine.precision_reason == "auto: the run trained in fp32"
     assert Engine(str(sst2_run), precision="fp32", threads=1).precision_reason == "requested"
+
+
+def test_a_request_that_fails_its_model_call_fails_alone(sst2_run, monkeypatch):
+    """A model call holds the requests that arrived together: one whose items make it fail (a bug, not a refusal)
+    gets its 500, the others their answers (found by using bertkit: a lone surrogate failed its neighbours)."""
+    from bertkit.serve.engine import Engine
+    from bertkit.tasks.classification_io import ClassifyRequest
+    from bertkit.tasks.requests import RequestLimits
+
+    engine = Engine(str(sst2_run), precision="fp32", threads=1)
+    real = engine.task.predict_rows
+
+    def predict_rows(rows, *args, **kw):
+        if any(r["text"] == "boom" for r in rows):
+            raise TypeError("a bug")
+        return real(rows, *args, **kw)
+
+    monkeypatch.setattr(engine.task, "predict_rows", predict_rows)
+    jobs = [engine.predict_job(ClassifyRequest(texts), RequestLimits()) for texts in (["fine"], ["boom"], ["good"])]
+    engine.run(jobs)
+    assert [j.error for j in jobs] == [None, (500, "", "internal error while running the model (see the server log)"),
+                                       None]
+    assert [len(j.result) for j in (jobs[0], jobs[2])] == [1, 1]
+
+
+def test_a_surrogate_pair_is_one_character_not_refused(sst2_server):
+    url, _ = sst2_server
+    r = post(url, "/predict", b'{"texts": ["\\ud83d\\ude00 fine"]}')  # an emoji as JSON escapes it
+    assert r.status_code == 200 and r.json()["predictions"][0]["text"] == "\U0001F600 fine"

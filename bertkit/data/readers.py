@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import DataError
-from ..utils import not_utf8, say
+from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate, not_utf8, say
 
 csv.field_size_limit(2**31 - 1)
 QUOTINGS = ("auto", "none", "csv")
@@ -258,6 +258,8 @@ def json_object(text: str, path, line: int, hint: str = "") -> dict:
     if not isinstance(row, dict):
         raise DataError(f"not a JSON object{hint}" if hint else "each line must be a JSON object", file=path,
                         line=line)
+    if re.search(SURROGATE_ESCAPE, text) and (where := lone_surrogate(row)) is not None:
+        raise DataError(LONE_SURROGATE, file=path, line=line, field=where)
     return row
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import datasets
 
 from ..errors import BertkitError, DataError
+from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate
 from .readers import _text, read_jsonl
 from .sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 
@@ -278,9 +279,12 @@ def _lines_in_errors(text: str):
 def _json_file(path: Path) -> tuple[str, object]:
     text = _text(path)
     try:
-        return text, json.loads(text)
+        obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
+    if re.search(SURROGATE_ESCAPE, text) and (where := lone_surrogate(obj)) is not None:
+        raise DataError(LONE_SURROGATE, file=path, line=_object_line(text, where), field=where)
+    return text, obj
 
 
 def _listed(answers, source, where: str, line: int | None = None):

@@ -19,6 +19,7 @@ stops accepting connections and answers the requests it has before the app shuts
 import asyncio
 import json
 import logging
+import re
 import sys
 from contextlib import asynccontextmanager
 
@@ -30,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..errors import BertkitError
 from ..tasks.requests import RequestError
+from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate
 from .batcher import Batcher, QueueFull
 from .engine import Engine, Job, call_items
 from .schemas import ApiError, Embeddings, EmbedRequest, ErrorBody, Limits, Predictions, embed_items, request_model
@@ -68,9 +70,16 @@ class BodyLimit:
             if len(body) > self.max_bytes:
                 return await self._refuse(scope, send, 413, f"over the server's limit of {self.max_bytes} bytes")
         try:
-            body.decode("utf-8")
+            text = body.decode("utf-8")
         except UnicodeDecodeError as e:
             return await self._refuse(scope, send, 400, f"the body is not UTF-8 text (byte {e.start})")
+        if re.search(SURROGATE_ESCAPE, text):  # the tokenizer fails on one (a 500, and for the call's other requests)
+            try:
+                where = lone_surrogate(json.loads(text))
+            except ValueError:  # not JSON: the app says so
+                where = None
+            if where is not None:
+                return await self._refuse(scope, send, 400, LONE_SURROGATE, where or "body")
         sent = False
 
         async def replay():
@@ -83,8 +92,8 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _refuse(scope, send, status: int, reason: str):
-        response = JSONResponse(ApiError(status, "body", reason).body(), status, headers={"Connection": "close"})
+    async def _refuse(scope, send, status: int, reason: str, field: str = "body"):
+        response = JSONResponse(ApiError(status, field, reason).body(), status, headers={"Connection": "close"})
         await response(scope, None, send)
 
 

@@ -158,10 +158,13 @@ class Engine:
                 else:
                     group[0].error = (400, *_locate(e))
                 continue
-            except Exception:  # a bug, not the request's fault: 500 for this call's requests only
+            except Exception:  # a bug, not the request's fault: 500 for the request it happened in only
+                if len(group) > 1:  # each alone: the others get their answers
+                    for job in group:
+                        self.run([job])
+                    continue
                 log.error("model call failed:\n%s", traceback.format_exc())
-                for job in group:
-                    job.error = (500, "", "internal error while running the model (see the server log)")
+                group[0].error = (500, "", "internal error while running the model (see the server log)")
                 continue
             start = 0
             for job in group:

@@ -16,21 +16,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import BertkitError
-from ..utils import as_list, quiet_maps
+from ..utils import LONE_SURROGATE, as_list, lone_surrogate, quiet_maps
 
 SHAPES = "a dict of equal-length lists, a list of dicts, a pandas DataFrame or a datasets.Dataset"
 
 
 def as_dataset(data, read: tuple[str, ...] = (), texts: tuple[str, ...] = ()) -> datasets.Dataset:
     """`data` as a Dataset; the columns in `read` hold no missing value, those in `texts` strings (or lists of
-    strings: a sentence's words) only."""
+    strings: a sentence's words) only, and those in both no empty text."""
     if not isinstance(data, datasets.Dataset):
         data = _from_columns(columns(data))
     names = [c for c in dict.fromkeys((*texts, *read)) if c in data.column_names]
     if names and len(data):
         table = data.with_format("arrow")[:]  # the rows as they are (a selected or shuffled Dataset's too)
         for name in names:
-            _check_column(table.column(name), name, name in texts)
+            _check_column(table.column(name), name, name in texts, name in texts and name in read)
     return data
 
 
@@ -60,6 +60,9 @@ def columns(data) -> dict:
 def _from_columns(cols: dict) -> datasets.Dataset:
     try:
         return datasets.Dataset.from_dict(cols)
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800" alone)
+        name, where = next((k, w) for k, v in cols.items() if (w := lone_surrogate(list(v))) is not None)
+        raise BertkitError(f"row {where.strip('[]').split('][')[0]}: {name}: {LONE_SURROGATE}") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
         error = e
     for name, values in cols.items():  # the column that fails, and in it the first value of another type than most
@@ -85,7 +88,7 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _check_column(column, name: str, text: bool) -> None:
+def _check_column(column, name: str, text: bool, nonempty: bool = False) -> None:
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if text and not _holds_strings(array.type):
         row = next((i for i, v in enumerate(array.to_pylist()) if not _missing(v)), 0)
@@ -103,6 +106,12 @@ def _check_column(column, name: str, text: bool) -> None:
             raise BertkitError(f"row {row}: {name} is missing ({'NaN' if value is not None else 'None'})"
                                + ("" if rows is None else " in its list"))
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            if nonempty and len(array) and not pa.types.is_null(array.type):  # as a file's empty text is refused
+                empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(array)), 0)
+                if pc.any(empty).as_py():
+                    i = pc.index(empty, True).as_py()
+                    raise BertkitError(f"row {i if rows is None else int(rows[i])}: {name} is empty"
+                                       + ("" if rows is None else " in its list"))
             return
         parents = pc.list_parent_indices(array).to_numpy()
         rows = parents if rows is None else rows[parents]
@@ -165,6 +174,12 @@ def check_inference(batch_size, precision) -> None:
         raise BertkitError(f"batch_size {batch_size!r}: a positive number of examples")
 
 
+def check_unicode(value, name: str) -> None:
+    """A notebook's texts (a list, of lists) hold no lone surrogate (`"\\ud800"`, on which the tokenizer fails)."""
+    if (where := lone_surrogate(value)) is not None:
+        raise BertkitError(f"{name}{where}: {LONE_SURROGATE}")
+
+
 def texts_of(value, name: str = "texts") -> list[str]:
     """A notebook's texts as a list: one str is one text; each must be a str (None, a number: refused, named)."""
     if value is None or isinstance(value, Mapping) or not hasattr(value, "__iter__"):
@@ -173,4 +188,8 @@ def texts_of(value, name: str = "texts") -> list[str]:
     odd = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if odd is not None:
         raise BertkitError(f"{name}[{odd}] is {texts[odd]!r} ({type(texts[odd]).__name__}), not a text")
+    empty = next((i for i, t in enumerate(texts) if not t.strip()), None)
+    if empty is not None:  # as a file's empty line, and serve's
+        raise BertkitError(f"{name}[{empty}]: empty text")
+    check_unicode(texts, name)
     return texts

@@ -37,6 +37,7 @@ from ..metrics import BUILTIN, compute_metrics
 from ..typed import flag, option
 from ..utils import as_list, quiet_maps
 from .base import Task
+from .inputs import check_unicode
 from .requests import RequestError
 from .scores import softmax
 
@@ -228,6 +229,7 @@ class MultipleChoice(Task):
             texts = [c, *e]
             if len(e) < 2 or not all(isinstance(x, str) and x.strip() for x in texts):
                 raise BertkitError(f"context {i}: give a non-empty text and two or more non-empty endings")
+        check_unicode(contexts, "contexts"), check_unicode(endings, "endings")
         return self.predict_rows([{"context": c, "endings": e} for c, e in zip(contexts, endings, strict=True)],
                                  batch_size, precision)
 

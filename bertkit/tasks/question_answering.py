@@ -39,6 +39,7 @@ from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
 from ..utils import as_list, quiet_maps
 from .base import Task
+from .inputs import check_unicode
 from .qa_spans import (
     candidates,
     decide,
@@ -304,6 +305,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         for i, (q, c) in enumerate(zip(questions, contexts, strict=True)):
             if not isinstance(q, str) or not q.strip() or not isinstance(c, str) or not c.strip():
                 raise BertkitError(f"question {i}: the question and the context must be non-empty text")
+        check_unicode(questions, "questions"), check_unicode(contexts, "contexts")
         if not questions:
             return []
         examples = datasets.Dataset.from_dict({"question": questions, "context": contexts})

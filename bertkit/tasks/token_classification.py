@@ -43,6 +43,7 @@ from ..typed import option
 from ..utils import as_list, quiet_maps
 from .base import Task
 from .casing import add_casing_types
+from .inputs import check_unicode
 from .token_classification_io import TokenClassificationIO
 from .windows import context_words, encode_windows, merge_windows
 
@@ -236,6 +237,7 @@ class TokenClassification(TokenClassificationIO, Task):
         tokens = [[w for w, _, _ in sp] if sp is not None else list(s) for s, sp in zip(sentences, spans, strict=True)]
         if any(not isinstance(w, str) or not w.strip() for words in tokens for w in words):
             raise BertkitError("a word must be a non-empty string (give each sentence as a list of words or a str)")
+        check_unicode(tokens, "sentences")
         if not tokens:
             return []
         for i, words in enumerate(tokens):
