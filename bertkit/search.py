@@ -34,6 +34,7 @@ BERT_GRID = {"lr": {"choices": [5e-5, 3e-5, 2e-5]}, "batch_size": {"choices": [1
              "epochs": {"choices": [2, 3, 4]}}
 SEEDS = (13, 42, 87, 21, 64, 7, 99, 3)  # the confirmation's seeds: the first N
 STUDY = "study.db"
+SETTINGS = "search_config.yaml"  # the settings the search began with
 
 
 def search_space(recipe: str) -> dict:
@@ -87,12 +88,35 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     space = search_space(recipe)
     for key, spec in space.items():  # every key must be a config key: checked here, with its first value
         base.replace(f"search_space.{key}", **{key: spec["choices"][0] if "choices" in spec else spec["low"]})
+    searched = [f"--{k.replace('_', '-')} {overrides[k]}" for k in space if k in overrides]
+    if searched:
+        say(f"search: {', '.join(space)} are searched: {', '.join(searched)} is the confirmation's default only")
+    if main and out.is_dir() and any(out.iterdir()) and not (out / STUDY).is_file():  # a run's folder, say
+        raise BertkitError(f"output folder {out} is not empty and holds no search ({STUDY}); give a new --output-dir")
     task_class = get_task(base.task).resolve(base.task_options)
     changes, data = load_checked(task_class, base, say)
     base = base.replace("the training data", **changes)
     # one search a folder: a second would take this one's running trial for a killed one and run it again beside it
     with RunFolder(out, resume=True) if main else nullcontext(out):
+        if main:
+            same_settings(out / SETTINGS, base)
         return run_study(recipe, base, out, space, task_class, data, trials, timeout, confirm_seeds, state, say)
+
+
+def same_settings(recorded: Path, base) -> None:
+    """A search goes on with the settings it began with: its trials are ranked in one study. Recorded in
+    <output>/search_config.yaml when it begins (a search of an older bertkit: from now on)."""
+    from .config_files import to_yaml
+    from .training.results import config_changes
+    from .utils import atomic_path
+
+    changed = config_changes(recorded, base)
+    if changed:
+        raise BertkitError(f"{recorded.parent} holds a search with other settings ({'; '.join(changed)}): its "
+                           "trials would be ranked together; go on with the same settings, or give a new --output-dir")
+    if not recorded.is_file():
+        with atomic_path(recorded) as p:
+            p.write_text(to_yaml(base))
 
 
 def run_study(recipe, base, out: Path, space: dict, task_class, data, trials: int, timeout: float | None,
@@ -108,8 +132,9 @@ def run_study(recipe, base, out: Path, space: dict, task_class, data, trials: in
         lower = base.main_metric in task_class.lower_is_better
         study = optuna.create_study(study_name=base.name, storage=f"sqlite:///{out / STUDY}", load_if_exists=True,
                                     direction="minimize" if lower else "maximize",
-                                    sampler=optuna.samplers.TPESampler(seed=base.seed),
                                     pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
+        # a search that goes on draws on from where it stopped: the same seed again would ask its first trials again
+        study.sampler = optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
         retry_interrupted(study, say)
     t0 = time.monotonic()
     while True:

@@ -187,3 +187,30 @@ def test_a_search_whose_trials_were_all_pruned_says_so_in_one_line(tiny_bert, ss
     with pytest.raises(BertkitError, match=r"search: no trial completed \(2 tried\); more --trials or a longer"):
         bertkit.search.search("sst2", trials=2, confirm_seeds=0, overrides=overrides,
                               output_dir=str(tmp_path / "search"), log=lambda m: None)
+
+
+def test_a_search_that_goes_on_draws_new_trials_and_keeps_its_settings(tiny_bert, sst2_dir, tmp_path, capsys):
+    """Found by using bertkit: a search run again with more --trials asked its first trials again (a sampler seeded
+    anew), took other settings silently (trials of two max lengths ranked together), and wrote into a fine-tuned run's
+    folder (its report replaced)."""
+    from bertkit.cli import main
+
+    out = tmp_path / "search"
+    assert main(search_args(tiny_bert, sst2_dir, out, "--trials", "2", "--confirm-seeds", "0")) == 0
+    assert main(search_args(tiny_bert, sst2_dir, out, "--trials", "4", "--confirm-seeds", "0")) == 0
+    params = [t.params for t in finished_trials(out)]
+    assert len(params) == 4 and params[2:] != params[:2], params  # were trials 0 and 1 again
+    capsys.readouterr()
+    assert main(search_args(tiny_bert, sst2_dir, out, "--trials", "5", "--max-length", "16")) == 2
+    assert (f"{out} holds a search with other settings (max_length 32 → 16): its trials would be ranked together"
+            in capsys.readouterr().err) and len(finished_trials(out)) == 4
+    assert main(search_args(tiny_bert, sst2_dir, tmp_path / "s2", "--trials", "1", "--confirm-seeds", "0", "--lr",
+                            "1e-3")) == 0
+    assert "search: lr, batch_size, epochs are searched: --lr 0.001 is the confirmation's default only" in \
+        capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.md").write_text("a fine-tuned run's report")
+    assert main(search_args(tiny_bert, sst2_dir, run)) == 2
+    assert f"output folder {run} is not empty and holds no search (study.db)" in capsys.readouterr().err
+    assert (run / "report.md").read_text() == "a fine-tuned run's report" and len(list(run.iterdir())) == 1
