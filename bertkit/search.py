@@ -11,8 +11,8 @@ The search space is the BERT paper's grid (Appendix A.3: lr ∈ {5e-5, 3e-5, 2e-
 `{low: x, high: y, log: true|false}` (a float range; integers where both ends are). A killed search (kill -9) run again
 with the same command goes on: finished trials are kept, the interrupted one is tried again in its own folder
 (resumed from its checkpoint); more --trials draw new ones. Other settings than the search began with
-(search_config.yaml) are refused: its trials are ranked together. Under a launcher (torchrun) the main process drives the study and every process runs
-each trial.
+(search_config.yaml) are refused: its trials are ranked together. Under a launcher (torchrun) the main process
+drives the study and every process runs each trial.
 
 Example:
 ```python

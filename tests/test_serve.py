@@ -357,7 +357,8 @@ def test_requests_arriving_together_share_model_calls_and_keep_their_order(patie
 
 
 def test_overload_gives_429_with_retry_after_and_the_server_keeps_serving(sst2_run):
-    with server(sst2_run, "--max-queue", "4", "--max-wait-ms", "400", "--max-batch", "64") as (url, _):
+    with server(sst2_run, "--max-queue", "4", "--max-items", "4", "--max-wait-ms", "400", "--max-batch", "64") as (
+            url, _):
         async def burst():
             async with httpx.AsyncClient(base_url=url, timeout=60) as http:
                 calls = [http.post("/predict", json={"texts": [f"a good film {i}"]}) for i in range(24)]
@@ -470,3 +471,16 @@ def test_a_surrogate_pair_is_one_character_not_refused(sst2_server):
     url, _ = sst2_server
     r = post(url, "/predict", b'{"texts": ["\\ud83d\\ude00 fine"]}')  # an emoji as JSON escapes it
     assert r.status_code == 200 and r.json()["predictions"][0]["text"] == "\U0001F600 fine"
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--port", "99999"], "--port must be 1-65535 (got 99999)"),  # was bound as 34463, logged as 99999
+    (["--threads", "0"], "--threads must be at least 1 (got 0)"),  # was run with 1, silently
+    (["--max-queue", "4"], "--max-items 256 is more than --max-queue 4: a request of that many items could never "
+                           "be queued"),  # was a 429 for ever
+])
+def test_serve_flags_that_cannot_work_are_one_line_before_the_model_loads(sst2_run, capsys, flags, said):
+    from bertkit.cli import main
+
+    assert main(["serve", "--model", str(sst2_run), *flags]) == 2
+    assert capsys.readouterr().err == f"bertkit serve: error: {said}\n"

@@ -39,11 +39,16 @@ def run(args: argparse.Namespace) -> int:
     for name, value in (("--max-batch", max_batch), ("--model-batch", model_batch),
                         ("--max-queue", args.max_queue), ("--max-items", args.max_items),
                         ("--max-text-chars", args.max_text_chars), ("--max-body-bytes", args.max_body_bytes),
-                        ("--threads", args.threads or 1)):
+                        ("--threads", 1 if args.threads is None else args.threads)):
         if value < 1:
             raise BertkitError(f"{name} must be at least 1 (got {value})")
     if args.max_wait_ms < 0:
         raise BertkitError(f"--max-wait-ms must be 0 or more (got {args.max_wait_ms})")
+    if not 1 <= args.port <= 65535:  # uvicorn binds 99999 as 34463 and logs 99999
+        raise BertkitError(f"--port must be 1-65535 (got {args.port})")
+    if args.max_items > args.max_queue:  # such a request would get 429 for ever, on an empty queue too
+        raise BertkitError(f"--max-items {args.max_items} is more than --max-queue {args.max_queue}: a request of "
+                           "that many items could never be queued")
     datasets.disable_progress_bars()
     feature_cache.disable()  # request batches are not worth caching to disk (and would fill it)
     threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
