@@ -95,6 +95,18 @@ def _aliases_once(text: str) -> str:
     return _ALIASES.sub(once, text)
 
 
+def layers_joined(argv: list[str]) -> list[str]:
+    """`--layers -1,-2` as `--layers=-1,-2`: argparse takes a value that begins with "-" and is not one number for
+    a flag ("expected one argument"), and layers count back from the last with negative numbers."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--layers" and re.match(r"-\d", arg):
+            out[-1] = f"--layers={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def _subparser(argv: list[str], name: str) -> argparse.ArgumentParser:
     parser = build_parser(argv)
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -139,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
             os.environ.setdefault(var, "1")
     COMMAND[0] = shlex.join(["bertkit", *argv])
+    argv = layers_joined(argv)
     parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     args.started = started

@@ -83,7 +83,9 @@ def test_layer_specs(spec, expected):
 
 @pytest.mark.parametrize("spec, message", [("7", "layer 7 does not exist; the model has 6 layers"),
                                            ("-8", "layer -8 does not exist"), ("top", "is not a layer number"),
-                                           ("1-9", "layer 9 does not exist"), (",", "is not a layer number")])
+                                           ("1-9", "layer 9 does not exist"), (",", "is not a layer number"),
+                                           ("1,1", "'1,1' selects layer 1 more than once"),  # was 2 copies
+                                           ("last2,-1", "selects layer 6 more than once")])
 def test_bad_layer_specs(spec, message):
     with pytest.raises(BertkitError, match=message):
         parse_layers(spec, 6)
@@ -108,6 +110,9 @@ def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):
         np.testing.assert_allclose(rows, d, atol=1e-5)
     meta = json.loads((out / "meta.json").read_text())
     assert meta["rows"] == sum(map(len, SENTENCES)) and meta["layers"] == [2]
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(tmp_path / "neg"),
+                 "--layers", "-1,-2", "--input-format", "pretokenized"]) == 0  # was "expected one argument"
+    assert json.loads((tmp_path / "neg" / "meta.json").read_text())["layers"] == [2, 1]
 
 
 @pytest.mark.parametrize("given, words", [

@@ -55,6 +55,9 @@ def parse_layers(spec: str, num_layers: int) -> list[int]:
                                f"{', '.join(NAMES)}") from None
     if not out:
         raise BertkitError(f"--layers {spec!r} selects no layer")
+    twice = sorted({i for i in out if out.count(i) > 1})
+    if twice:  # its features would be in the output twice (concat), or weigh double (mean)
+        raise BertkitError(f"--layers {spec!r} selects layer {', '.join(map(str, twice))} more than once")
     return out
 
 
