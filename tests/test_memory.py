@@ -114,6 +114,8 @@ def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_befo
     err = capsys.readouterr().err
     assert "--memory-budget 100MB: the run does not fit; the smallest configuration (micro-batch 1 with gradient " \
            "checkpointing) measured" in err
+    assert "over the 0.09 GiB planned to (95% of the budget: the rest is left for what a probe of two steps does " \
+           "not see)" in err  # a measure below the budget given read as a contradiction
     assert not (tmp_path / "too-small").exists()
 
 
@@ -200,7 +202,9 @@ def test_a_gpu_plan_that_cannot_fit_tries_checkpointing_then_stops(planned, monk
 
     task, features, cfg = planned
     memory = FakeGpuMemory(monkeypatch, 20 * MIB, 4 * MIB)
-    with pytest.raises(BertkitError, match=r"--memory-budget 10MB: the run does not fit on the GPU; .*'1c': 0\.021"):
+    said = (r"--memory-budget 10MB: the run does not fit on the GPU; .*'1c': 0\.021\} at max_length \d+, each over "
+            r"the 0\.01 GiB planned to \(95% of the budget\)")
+    with pytest.raises(BertkitError, match=said):
         plan_cuda(task, cfg.replace("test", memory_budget="10MB"), features, "fp32", 10 * MIB, CPU,
                   log=lambda m: None)
     assert memory.probed == [(m, c) for c in (False, True) for m in (16, 8, 4, 2, 1)]

@@ -114,7 +114,9 @@ def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, l
         need = measured.get("1c", min(measured.values(), default=float("nan")))
         raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit; the smallest "
                            f"configuration (micro-batch 1 with gradient checkpointing) measured {need:.2f} GiB "
-                           f"resident at max_length {cfg.max_length}")
+                           f"resident at max_length {cfg.max_length}, over the {limit:.2f} GiB planned to "
+                           f"({MARGIN:.0%} of the budget: the rest is left for what a probe of two steps does not "
+                           "see)")
     micro, checkpointing = chosen
     log(f"memory budget {cfg.compute.memory_budget}: micro-batch {micro} × accumulation {effective // micro}"
         f"{' with gradient checkpointing' if checkpointing else ''} (effective batch {effective}); measured peaks "
@@ -197,4 +199,5 @@ def _plan_cuda(task, cfg, features, precision: str, budget: int, log):
                              "gradient_checkpointing": checkpointing, "measured_gib": measured}
     raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit on the GPU; measured "
                        f"peaks (GiB, by micro-batch; c: with gradient checkpointing) {measured} at max_length "
-                       f"{cfg.max_length}")
+                       f"{cfg.max_length}, each over the {limit / GIB:.2f} GiB planned to ({MARGIN:.0%} of the "
+                       "budget)")
