@@ -77,7 +77,10 @@ def load_pretrained(auto_cls, name: str, allow_pickle: bool = False, skip: tuple
                                                    output_loading_info=True, **kwargs)
     except OSError as e:
         msg = str(e).splitlines()[0]
-        if not allow_pickle and "safetensors" in msg.lower():
+        if local and (Path(path) / "export.json").is_file():
+            msg = ("it is a `bertkit export` folder (ONNX), which ONNX Runtime runs: `bertkit serve` or `bertkit "
+                   "predict --backend onnx` take it; the run folder it was exported from is a torch checkpoint")
+        elif not allow_pickle and "safetensors" in msg.lower():
             msg += " (only safetensors weights are loaded; pass --allow-pickle for a trusted pickle checkpoint)"
         elif not local:
             msg += f" ({offline_hint()}{_no_folder(name)})"

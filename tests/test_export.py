@@ -197,6 +197,15 @@ def test_onnx_backend_errors_are_one_line(tmp_path_factory, tiny_bert, tmp_path,
     assert "is not empty" in capsys.readouterr().err
     assert main(["serve", "--model", str(run), "--backend", "onnx"]) == 2
     assert "not an ONNX export" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("")
+    assert main(["export", "--model", str(run), "--format", "onnx", "--output", str(tmp_path / "afile")]) == 2
+    assert f"output folder {tmp_path / 'afile'} is a file" in capsys.readouterr().err  # was "is not empty"
+    said = "it is a `bertkit export` folder (ONNX), which ONNX Runtime runs"  # was: no model.safetensors
+    text = str(tmp_path / "in.txt")
+    for args in (["predict", "--backend", "torch", "--input", text],
+                 ["extract", "--layers", "last", "--input", text, "--output", str(tmp_path / "f")]):
+        assert main([args[0], "--model", str(out), *args[1:]]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_help_imports_neither_the_server_nor_onnx():

@@ -161,7 +161,7 @@ def export_onnx(model: str, output, quantize: str | None = None, layers: str = "
     need_extra("bertkit export", "onnx", "onnx", "onnxscript", "onnxruntime")  # before the model loads
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise BertkitError(f"output folder {output} is not empty")
+        raise BertkitError(f"output folder {output} is " + ("not empty" if output.is_dir() else "a file"))
     path, local = resolve_model(model)
     path = path if local else hub_snapshot(model)  # a hub id: its files in the hub's cache, read as a folder's
     head_cls = head_task(path)

@@ -28,8 +28,8 @@ class ShardWriter:
         if dtype not in ("float16", "float32"):
             raise BertkitError(f"--dtype {dtype!r}: expected float16 or float32")
         self.final = Path(directory)
-        if self.final.exists() and any(self.final.iterdir()):
-            raise BertkitError(f"output folder {self.final} is not empty")
+        if self.final.exists() and (not self.final.is_dir() or any(self.final.iterdir())):
+            raise BertkitError(f"output folder {self.final} is " + ("not empty" if self.final.is_dir() else "a file"))
         self.tmp = temporary_beside(self.final)  # a shared `.feats.tmp` let a second run remove the first's shards
         self.fmt, self.dtype, self.shard_rows = fmt, np.dtype(dtype), shard_rows
         self.sentence_level = sentence_level
