@@ -204,7 +204,9 @@ def test_a_base_checkpoint_serves_embeddings_only(tiny_bert, tmp_path):
     with server(tiny_bert) as (url, _):
         meta = httpx.get(url + "/metadata", timeout=10).json()
         assert meta["task"] is None and meta["endpoints"] == ["/embed"]
-        assert post(url, "/predict", {"texts": ["a film"]}).status_code == 404
+        r = post(url, "/predict", {"texts": ["a film"]})
+        assert r.status_code == 404 and r.json()["detail"] == f"path: {tiny_bert} has no task head (a base " \
+            "checkpoint): it serves /embed only"  # was "path: Not Found"
         r = post(url, "/embed", {"texts": SENTENCES[:3], "layers": "last", "pool": "cls"})
         assert r.status_code == 200 and r.json()["dim"] == 32
         for (_, expected), got in zip(reference, r.json()["embeddings"], strict=True):

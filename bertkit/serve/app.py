@@ -170,7 +170,10 @@ def create_app(engine: Engine, limits: Limits | None = None, max_batch: int | No
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, ...: the same body shape
         field = "body" if exc.status_code == 400 else "path"
-        return JSONResponse({"detail": f"{field}: {exc.detail}", "errors": [{"field": field, "reason": exc.detail}]},
+        reason = exc.detail
+        if exc.status_code == 404 and request.url.path == "/predict" and engine.task is None:
+            reason = f"{engine.model} has no task head (a base checkpoint): it serves /embed only"
+        return JSONResponse({"detail": f"{field}: {reason}", "errors": [{"field": field, "reason": reason}]},
                             exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(ApiError)
