@@ -329,3 +329,12 @@ def test_evaluation_keeps_candidates_not_logits_with_the_same_answers(qa_run, sq
     full = forward_all(task, features, 8)
     assert all(len(o["start_logits"]) == n for o, n in zip(full, features["length"], strict=True))
     assert task.answers(kept, examples, features) == task.answers(full, examples, features)
+
+
+def test_a_window_overlap_that_leaves_no_room_names_the_flags(tiny_bert):
+    from bertkit import QuestionAnswering
+
+    with pytest.raises(Exception, match=r"window_overlap 128 must be smaller than the context room of a window: "
+                                        r"max_length 64 - max_question_length 64 - 3 special tokens = -3; lower "
+                                        r"--window-overlap or --max-question-length, or raise --max-length"):
+        QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64)

@@ -116,9 +116,11 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
                                f"{type(tokenizer).__name__} is not one")
         room = self.max_length - self.max_question_length - tokenizer.num_special_tokens_to_add(pair=True)
         if self.window_overlap >= room:
+            special = tokenizer.num_special_tokens_to_add(pair=True)
             raise BertkitError(f"window_overlap {self.window_overlap} must be smaller than the context room of a "
                                f"window: max_length {self.max_length} - max_question_length "
-                               f"{self.max_question_length} - special tokens = {room}")
+                               f"{self.max_question_length} - {special} special tokens = {room}; lower "
+                               "--window-overlap or --max-question-length, or raise --max-length")
         self._collator = DataCollatorWithPadding(tokenizer)
 
     @classmethod
