@@ -138,6 +138,12 @@ def test_predict_reads_a_csv_by_the_runs_columns_or_the_flags(swag_run, swag_dir
     (renamed_run / "config.yaml").write_text(yaml.safe_dump(config))  # a run that read files with these columns
     code, answered = predict(renamed_run, tmp_path / "renamed.csv")
     assert code == 0 and answered.out == own.out, answered.err
+    with (tmp_path / "five.csv").open("w", newline="") as f:  # a fifth ending, which the run does not read
+        csv.writer(f).writerows([rows[0] + ["ending4"], *[r + ["a fifth ending"] for r in rows[1:]]])
+    code, answered = predict(swag_run, tmp_path / "five.csv")
+    assert code == 0 and answered.out == own.out  # was said nowhere
+    assert f"{tmp_path / 'five.csv'}: column(s) ending4 not read: the endings are ending0, ending1, ending2, " \
+           "ending3 (--ending-columns names them)" in answered.err
 
 
 def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys):

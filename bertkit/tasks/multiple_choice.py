@@ -22,6 +22,7 @@ mc.predict_rows([{"context": "A man sits at a piano.", "endings": ["He plays a t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +30,13 @@ import datasets
 import torch
 from transformers import AutoModelForMultipleChoice
 
-from ..data.readers import read_rows
+from ..data.readers import read_rows, source_name
 from ..data.sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
 from ..metrics import BUILTIN, compute_metrics
 from ..typed import flag, option
-from ..utils import as_list, quiet_maps
+from ..utils import as_list, quiet_maps, say
 from .base import Task
 from .inputs import check_unicode
 from .requests import RequestError
@@ -67,6 +68,7 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
     wanted = [o.context_column, *([o.start_column] if o.start_column else []), *o.ending_columns]
     rows = rows if rows is not None else read_rows(path, required=[*wanted, o.label_column])
     out = {"context": [], "start": [], "endings": [], **({"label": []} if labelled else {})}
+    _unread_endings(path, rows[0][1] if rows else {}, o.ending_columns)
     for line, row in rows[:max_samples] if max_samples is not None else rows:
         for column in wanted + ([o.label_column] if labelled else []):
             if column not in row:
@@ -89,6 +91,16 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
     if not out["context"]:
         raise DataError("no data rows", file=path)
     return datasets.Dataset.from_dict(out)
+
+
+def _unread_endings(path, row: dict, read: list[str]) -> None:
+    """Say once which columns named as the endings are (ending4 beside ending0-3) are not read: a file with a fifth
+    ending was scored on four, without a word."""
+    stems = {re.sub(r"\d+$", "", c) for c in read}
+    unread = [c for c in row if c not in read and any(re.fullmatch(re.escape(s) + r"\d+", c) for s in stems if s)]
+    if unread:
+        say(f"{source_name(path)}: column(s) {', '.join(unread)} not read: the endings are {', '.join(read)} "
+            "(--ending-columns names them)")
 
 
 class MultipleChoice(Task):
