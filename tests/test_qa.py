@@ -338,3 +338,19 @@ def test_a_window_overlap_that_leaves_no_room_names_the_flags(tiny_bert):
                                         r"max_length 64 - max_question_length 64 - 3 special tokens = -3; lower "
                                         r"--window-overlap or --max-question-length, or raise --max-length"):
         QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64)
+
+
+def test_questions_whose_answer_fits_no_window_are_counted(tiny_bert, capsys):
+    """They train on [CLS] (as run_qa.py's do), said where it was silent."""
+    from bertkit import QuestionAnswering
+
+    qa = QuestionAnswering.from_pretrained(str(tiny_bert), max_length=64, max_question_length=16, window_overlap=16)
+    long_answer = " ".join(f"word{i}" for i in range(60))  # more word pieces than a window's room
+    context = f"Ann ran. {long_answer} Then it rained."
+    examples = qa.examples({"id": ["a", "b"], "question": ["Who ran?", "What was said?"], "context": [context] * 2,
+                            "answers": [{"text": ["Ann"], "answer_start": [0]},
+                                        {"text": [long_answer], "answer_start": [9]}]})
+    capsys.readouterr()
+    features = qa.encode(examples)
+    assert len(features) > 2 and "1 of 2 question(s) have their answer in no window (longer than a window's room " \
+        "for context): their windows target [CLS], as run_qa.py's do" in capsys.readouterr().err
