@@ -308,7 +308,7 @@ NOTEBOOK_SPANS = [  # NER's and QA's lists: were an IndexError, a TypeError mid-
      "train: field \"rows[0].answers\": 'answers' must hold lists 'text' and 'answer_start' of one length"),
     ("qa", {"question": ["Who?"], "context": ["Ann sings."]}, "train: no 'answers' column"),
     ("qa", {"question": [" "], "context": ["Ann sings."], "answers": [{"text": ["Ann"], "answer_start": [0]}]},
-     "train: field \"rows[0].question\": question 0: empty question"),  # the SQuAD reader's checks, all of them
+     "train: row 0: question is empty"),  # a notebook's empty text, as a classification example's
 ]
 
 

@@ -113,6 +113,14 @@ def test_cli_writes_shards_index_and_reader_restores_order(tiny_bert, tmp_path):
     assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(tmp_path / "neg"),
                  "--layers", "-1,-2", "--input-format", "pretokenized"]) == 0  # was "expected one argument"
     assert json.loads((tmp_path / "neg" / "meta.json").read_text())["layers"] == [2, 1]
+    assert main(["extract", "--model", str(tiny_bert), "--input", str(inp), "--output", str(tmp_path / "pieces"),
+                 "--layers", "last", "--pool", "none", "--input-format", "pretokenized"]) == 0
+    index = [json.loads(line) for line in (tmp_path / "pieces" / "index.jsonl").read_text().splitlines()]
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert))
+    for entry, words in zip(index, SENTENCES, strict=True):  # a row a word piece: the word of each (was not said)
+        pieces = [w for w in tokenizer(words, is_split_into_words=True).word_ids() if w is not None]
+        assert entry["row_words"] == pieces and len(pieces) == entry["end"] - entry["start"]
+    assert len(index[2]["row_words"]) > len(SENTENCES[2])  # words of several pieces
 
 
 @pytest.mark.parametrize("given, words", [

@@ -16,7 +16,7 @@ EXAMPLE = """example:
       --layers second-to-last --pool first           # one row per CoNLL word, aligned with the file
 layers: embeddings, last, second-to-last, lastN / firstN (any N: last4, first2), all, or numbers/ranges of
 hidden states (0 = embeddings, -1 = last layer): -1,-2,-3,-4 or 1-6.  pool: first, last, mean (word level), cls,
-sentence-mean, none (pieces).
+sentence-mean, none (a row a word piece; index.jsonl's "row_words" gives each row's word).
 """
 CHUNK = 4096  # sentences read, sorted by length and extracted at a time: bounds memory whatever the input size
 
@@ -47,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
                 vectors = fx([words for _, words, _ in chunk], dtype=writer.dtype)
             except SentenceError as e:  # name the input line
                 raise DataError(str(e).split(": ", 1)[1], file=args.input, line=chunk[e.index][2]) from None
-            for (sid, words, _), v in zip(chunk, vectors, strict=True):
-                writer.add(sid, words, v)
+            enc = fx.encode([words for _, words, _ in chunk]) if args.pool == "none" else None
+            for j, ((sid, words, _), v) in enumerate(zip(chunk, vectors, strict=True)):
+                pieces = None if enc is None else {"row_words": [w for w in enc.word_ids(j) if w is not None]}
+                writer.add(sid, words, v, pieces)  # pool none: a row a word piece, and the word it is of
             n += len(chunk)
             bar.update(len(chunk))
         bar.close()

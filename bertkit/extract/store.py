@@ -1,7 +1,8 @@
 """Streaming feature files: shards of rows + a JSONL index, written atomically; and a reader.
 
 Layout of an output folder:
-    index.jsonl        one line per sentence: {"id", "words", "shard", "start", "end"} (rows start:end)
+    index.jsonl        one line per sentence: {"id", "words", "shard", "start", "end"} (rows start:end); with pool
+                       none also "row_words", the word (its index in "words") of each row, a word piece
     shard-00000.npy    float16/float32 rows [n_rows, (layers,) dim] (or .safetensors with tensor "features")
     meta.json          model, layers, combine, pool, dtype, dim, sentences, rows
 Sentence-level pooling gives one row per sentence; word pooling one row per word; `none` one per piece.
@@ -47,7 +48,7 @@ class ShardWriter:
             raise BertkitError(f"cannot make the output folder {self.final}: {e.strerror or e}") from None
         self.index = open(self.tmp / "index.jsonl", "w")
 
-    def add(self, sentence_id, words: list[str], features: np.ndarray) -> None:
+    def add(self, sentence_id, words: list[str], features: np.ndarray, extra: dict | None = None) -> None:
         if self.index is None:
             self.begin()
         rows = features[None] if self.sentence_level else features  # [rows, (layers,) dim]
@@ -56,7 +57,7 @@ class ShardWriter:
         self.pending_rows += len(rows)
         try:  # not `written`: a context manager per sentence would weigh on the hot path
             self.index.write(json.dumps({"id": sentence_id, "words": words, "shard": self.shard, "start": start,
-                                         "end": self.pending_rows}) + "\n")
+                                         "end": self.pending_rows, **(extra or {})}) + "\n")
         except OSError as e:  # a full disk met by the index's buffer: the output asked for is named
             raise (write_error(e, self.final) or e) from e
         self.sentences += 1
