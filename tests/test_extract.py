@@ -89,7 +89,8 @@ def test_layer_specs(spec, expected):
 def test_bad_layer_specs(spec, message):
     with pytest.raises(BertkitError, match=message):
         parse_layers(spec, 6)
-    with pytest.raises(BertkitError, match=r"--layers last4: the model has 2 layers \(choose last1 to last2\)"):
+    with pytest.raises(BertkitError, match=r"--layers last4: the model has 2 layers \(choose last1 to last2, or all; "
+                                           r"last4 is the default of extract, probe and /embed\)"):  # not asked for
         parse_layers("last4", 2)
     with pytest.raises(BertkitError, match=r"--layers first0: the model has 6 layers"):
         parse_layers("first0", 6)

@@ -39,8 +39,9 @@ def parse_layers(spec: str, num_layers: int) -> list[int]:
         if counted:
             n = int(counted.group(2))
             if not 1 <= n <= num_layers:
+                default = ", or all; last4 is the default of extract, probe and /embed" if part == "last4" else ""
                 raise BertkitError(f"--layers {part}: the model has {num_layers} layers (choose {counted.group(1)}1 "
-                                   f"to {counted.group(1)}{num_layers})")
+                                   f"to {counted.group(1)}{num_layers}{default})")
             out.extend(range(num_layers - n + 1, num_layers + 1) if counted.group(1) == "last" else range(1, n + 1))
             continue
         try:
