@@ -73,9 +73,10 @@ def recipe_task(name: str) -> str:
     return values.get("task", DEFAULT_TASK)
 
 
-def load_recipe(name: str, overrides: dict | None = None) -> RunConfig:
+def load_recipe(name: str, overrides: dict | None = None, source: str = "overrides") -> RunConfig:
     """Recipe `name` (or a YAML path) with its `model_overrides` for the chosen model, then `overrides` (flat:
-    run fields, `hub_*`, compute fields and the task's options by name) on top."""
+    run fields, `hub_*`, compute fields and the task's options by name) on top; `source` names them in errors (the
+    CLI's: "command line")."""
     path = recipe_path(name)
     values = upgrade_flat(read_yaml(path), strict=True)
     values.setdefault("name", path.stem)
@@ -96,7 +97,7 @@ def load_recipe(name: str, overrides: dict | None = None) -> RunConfig:
         for fields in (values, chosen):
             if fields.get("main_metric") not in listed:
                 fields.pop("main_metric", None)
-    return resolve([recipe, (chosen, f"{path}: model_overrides.{model}", True), (overrides, "command line", True)])
+    return resolve([recipe, (chosen, f"{path}: model_overrides.{model}", True), (overrides, source, True)])
 
 
 # --- run folders ------------------------------------------------------------------------------------------------

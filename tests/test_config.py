@@ -24,6 +24,14 @@ def test_overrides_win_over_recipe():
     assert cfg.validation_files == ["a.tsv", "b.tsv"]
 
 
+def test_a_bad_override_is_named_as_where_it_came_from(capsys):
+    """A notebook's `load_recipe(name, overrides)` said "command line:", which it had none of."""
+    with pytest.raises(BertkitError, match=r"^overrides: 'lr' and 'weight_decay' must be ≥ 0$"):
+        load_recipe("sst2", {"lr": -1})
+    assert main(["finetune", "sst2", "--lr", "-1"]) == 2
+    assert capsys.readouterr().err == "bertkit finetune: error: command line: 'lr' and 'weight_decay' must be ≥ 0\n"
+
+
 def test_overrides_are_flat_run_fields_group_fields_and_task_options():
     cfg = load_recipe("sst2", {"precision": "fp32", "group_by_length": False, "hub_config": "other",
                                "text_column": "review", "doc_pooling": "mean", "label_names": "neg,pos"})

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     task, precision = load_for_inference(args)
     folder = Path(task.source)  # the run folder (a hub id's: its files in the hub's cache)
     if args.recipe:
-        cfg = load_recipe(args.recipe, overrides)
+        cfg = load_recipe(args.recipe, overrides, "command line")
     elif (folder / "config.yaml").is_file():
         cfg = load_run_config(folder / "config.yaml").replace("command line", **overrides)
     else:

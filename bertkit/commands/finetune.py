@@ -155,6 +155,6 @@ def run_command(args: argparse.Namespace) -> int:
     if args.tasks:
         raise BertkitError("--tasks is for `bertkit finetune glue` only")
     seeds = check_type("seeds", args.seeds, list[int]) if args.seeds else None
-    finetune(load_recipe(args.recipe, overrides_from(args)), seeds=seeds, resume=args.resume,
+    finetune(load_recipe(args.recipe, overrides_from(args), "command line"), seeds=seeds, resume=args.resume,
              allow_pickle=args.allow_pickle, started=getattr(args, "started", None))
     return 0

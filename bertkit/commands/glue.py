@@ -183,7 +183,7 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
             print(f"glue: {task}: skipped (no {task}/ folder in --data-dir {data_root})")
             sources[task] = f"no {task}/ folder in --data-dir"
             continue
-        cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)})
+        cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder)}, "command line")
         kind, sources[task] = task_source(cfg)  # sources: why a task is missing from the table
         if kind is None:
             print(f"glue: {task}: skipped ({sources[task]})")
@@ -192,7 +192,8 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
             print(f"glue: {task}: finished before, not run again")
             continue
         if kind == "carved":
-            cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder), "carve_eval": carve})
+            cfg = load_recipe(task, {**overrides, **local, "output_dir": str(folder), "carve_eval": carve},
+                              "command line")
         resume = folder.is_dir() and any(folder.iterdir())
         print(f"glue: {task}: {'resuming' if resume else 'training'} ({sources[task]})")
         finetune(cfg, seeds=seeds, resume=resume, allow_pickle=args.allow_pickle)

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     caps = {"data_dir": args.data_dir, "max_train_samples": args.max_train_samples,
             "max_eval_samples": args.max_eval_samples}
-    cfg = load_recipe(args.task, {k: v for k, v in caps.items() if v is not None})
+    cfg = load_recipe(args.task, {k: v for k, v in caps.items() if v is not None}, "command line")
     task_class, tagging = get_task(cfg.task), {"tokens", "tags"}
     not_tagging = BertkitError(f"probe needs a tagging recipe (words and their tags); {args.task} is a {cfg.task} "
                                "recipe")
