@@ -99,12 +99,11 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     base = base.replace("the training data", **changes)
     # one search a folder: a second would take this one's running trial for a killed one and run it again beside it
     with RunFolder(out, resume=True) if main else nullcontext(out):
-        if main:
-            same_settings(out / SETTINGS, base)
+        same_settings(out / SETTINGS, base, write=main)  # every process: none goes on where the main one stops
         return run_study(recipe, base, out, space, task_class, data, trials, timeout, confirm_seeds, state, say)
 
 
-def same_settings(recorded: Path, base) -> None:
+def same_settings(recorded: Path, base, write: bool = True) -> None:
     """A search goes on with the settings it began with: its trials are ranked in one study. Recorded in
     <output>/search_config.yaml when it begins (a search of an older bertkit: from now on)."""
     from .config_files import to_yaml
@@ -115,7 +114,7 @@ def same_settings(recorded: Path, base) -> None:
     if changed:
         raise BertkitError(f"{recorded.parent} holds a search with other settings ({'; '.join(changed)}): its "
                            "trials would be ranked together; go on with the same settings, or give a new --output-dir")
-    if not recorded.is_file():
+    if write and not recorded.is_file():
         with atomic_path(recorded) as p:
             p.write_text(to_yaml(base))
 

@@ -60,9 +60,11 @@ def columns(data) -> dict:
 def _from_columns(cols: dict) -> datasets.Dataset:
     try:
         return datasets.Dataset.from_dict(cols)
-    except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800" alone)
-        name, where = next((k, w) for k, v in cols.items() if (w := lone_surrogate(list(v))) is not None)
-        raise BertkitError(f"row {where.strip('[]').split('][')[0]}: {name}: {LONE_SURROGATE}") from None
+    except UnicodeEncodeError as e:  # a lone surrogate (JSON's "\ud800" alone)
+        found = next(((k, w) for k, v in cols.items() if (w := lone_surrogate(list(v))) is not None), None)
+        if found is None:  # in a key of a row's mapping, say
+            raise BertkitError(f"these columns do not make a table: {e}") from None
+        raise BertkitError(f"row {found[1][1:].split(']')[0]}: {found[0]}: {LONE_SURROGATE}") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
         error = e
     for name, values in cols.items():  # the column that fails, and in it the first value of another type than most
