@@ -92,7 +92,8 @@ def search(recipe: str, trials: int = 20, timeout: float | None = None, confirm_
     searched = [f"--{k.replace('_', '-')} {overrides[k]}" for k in space if k in overrides]
     if searched:
         say(f"search: {', '.join(space)} are searched: {', '.join(searched)} is the confirmation's default only")
-    if main and out.is_dir() and any(out.iterdir()) and not (out / STUDY).is_file():  # a run's folder, say
+    # a run's folder, say: refused by every process alike (the main one writes search_config.yaml before study.db)
+    if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in (STUDY, SETTINGS)):
         raise BertkitError(f"output folder {out} is not empty and holds no search ({STUDY}); give a new --output-dir")
     task_class = get_task(base.task).resolve(base.task_options)
     changes, data = load_checked(task_class, base, say)

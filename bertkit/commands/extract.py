@@ -44,13 +44,11 @@ def run(args: argparse.Namespace) -> int:
         stream = itertools.chain([first], sentences)
         while chunk := list(itertools.islice(stream, CHUNK)):
             try:
-                vectors = fx([words for _, words, _ in chunk], dtype=writer.dtype)
+                vectors, pieces = fx.extract([words for _, words, _ in chunk], dtype=writer.dtype)
             except SentenceError as e:  # name the input line
                 raise DataError(str(e).split(": ", 1)[1], file=args.input, line=chunk[e.index][2]) from None
-            enc = fx.encode([words for _, words, _ in chunk]) if args.pool == "none" else None
-            for j, ((sid, words, _), v) in enumerate(zip(chunk, vectors, strict=True)):
-                pieces = None if enc is None else {"row_words": [w for w in enc.word_ids(j) if w is not None]}
-                writer.add(sid, words, v, pieces)  # pool none: a row a word piece, and the word it is of
+            for (sid, words, _), v, of in zip(chunk, vectors, pieces, strict=True):
+                writer.add(sid, words, v, {"row_words": of} if args.pool == "none" else None)  # a row a word piece
             n += len(chunk)
             bar.update(len(chunk))
         bar.close()

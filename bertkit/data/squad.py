@@ -27,7 +27,6 @@ questions[0]["answers"]  # {'text': [each reference answer], 'answer_start': [it
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -38,6 +37,7 @@ import datasets
 
 from ..errors import BertkitError, DataError
 from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate
+from .json_lines import lines_in_errors, object_line
 from .readers import _text, read_jsonl
 from .sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 
@@ -154,34 +154,6 @@ def _id_lines(text: str):
     return line_of
 
 
-def _object_line(text: str, field: str) -> int | None:
-    """The line where the JSON object at `field` (`data[0].paragraphs[1].qas`), or the nearest one holding it,
-    begins: for an error about a field that is missing or mistyped, found by no id. Parses `text` again with the
-    pure-Python scanner, which gives each object's offset (slower: only on an error)."""
-    import json.decoder
-    import json.scanner
-
-    starts: dict[int, int] = {}
-
-    def parse_object(s_and_end, *args):
-        obj, end = json.decoder.JSONObject(s_and_end, *args)
-        starts[id(obj)] = s_and_end[1] - 1
-        return obj, end
-
-    decoder = json.JSONDecoder()
-    decoder.parse_object = parse_object
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)
-    node = decoder.decode(text)
-    holder = node
-    for key, index in re.findall(r"(\w+)|\[(\d+)\]", field):
-        try:
-            node = node[int(index)] if index else node[key]
-        except (KeyError, IndexError, TypeError, ValueError):
-            break
-        holder = node if isinstance(node, dict) else holder
-    return text.count("\n", 0, starts[id(holder)]) + 1 if id(holder) in starts else None
-
-
 def _at_line(e: DataError, line: int | None) -> DataError:
     return e if line is None or e.line is not None else type(e)(e.reason, file=e.file, line=line, field=e.field)
 
@@ -248,7 +220,7 @@ def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None
         columns, skipped = collect_questions(_jsonl_records(path), path, skip_bad, max_samples, no_answer)
     else:
         text, obj = _json_file(path)
-        with _lines_in_errors(text):
+        with lines_in_errors(text):
             columns, skipped = collect_questions(_records(obj, path), path, skip_bad, max_samples, no_answer,
                                                  _id_lines(text))
     return datasets.Dataset.from_dict(columns, features=FEATURES), skipped
@@ -259,21 +231,9 @@ def read_squad_questions(path) -> list[dict]:
     answers, if any, are not read (an official test file has none)."""
     path = Path(path)
     text, obj = _json_file(path)
-    with _lines_in_errors(text):
+    with lines_in_errors(text):
         columns, _ = collect_questions(_records(obj, path), path, line_of=_id_lines(text), with_answers=False)
     return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
-
-
-@contextlib.contextmanager
-def _lines_in_errors(text: str):
-    """An error of a SQuAD JSON file found by no question id (a missing id, a paragraph without qas) gets the line
-    of the object it is about."""
-    try:
-        yield
-    except DataError as e:
-        if e.line is not None or not e.field:
-            raise
-        raise _at_line(e, _object_line(text, e.field)) from None
 
 
 def _json_file(path: Path) -> tuple[str, object]:
@@ -283,7 +243,7 @@ def _json_file(path: Path) -> tuple[str, object]:
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON: {e.msg} (column {e.colno})", file=path, line=e.lineno) from None
     if re.search(SURROGATE_ESCAPE, text) and (where := lone_surrogate(obj)) is not None:
-        raise DataError(LONE_SURROGATE, file=path, line=_object_line(text, where), field=where)
+        raise DataError(LONE_SURROGATE, file=path, line=object_line(text, where), field=where)
     return text, obj
 
 

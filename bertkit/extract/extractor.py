@@ -103,17 +103,22 @@ class FeatureExtractor:
     def encode(self, sentences: list[list[str]]):
         return self.tokenizer(sentences, is_split_into_words=True, truncation=False)
 
-    @torch.no_grad()
     def __call__(self, sentences: list[list[str]] | list[str] | str, dtype=np.float32) -> list[np.ndarray]:
         """One array per sentence, in input order: [words, dim] (word pooling), [dim] (sentence pooling),
         [pieces, dim] (pool none); with combine none an extra layer axis before dim. A sentence is a list of words,
         or raw text (a str, one sentence where given alone), split into words as `bertkit extract` splits a text
         line (`inputs.as_words`)."""
+        return self.extract(sentences, dtype)[0]
+
+    @torch.no_grad()
+    def extract(self, sentences, dtype=np.float32) -> tuple[list[np.ndarray], list[list[int]]]:
+        """(`__call__`'s arrays, each sentence's word pieces as the index of their word): with pool none, the
+        word of each row."""
         from .inputs import as_words  # here: inputs.py's readers bring datasets, which extraction needs not
 
         sentences = [as_words(s, self.tokenizer) for s in as_list(sentences)]
         if not sentences:
-            return []
+            return [], []
         enc = self.encode(sentences)
         lengths = [len(ids) for ids in enc["input_ids"]]
         for i, n in enumerate(lengths):
@@ -150,4 +155,4 @@ class FeatureExtractor:
                 except BertkitError as e:
                     raise SentenceError(i, str(e)) from None
                 out[i] = pooled.cpu().numpy().astype(dtype, copy=False)
-        return out
+        return out, [[w for w in enc.word_ids(i) if w is not None] for i in range(len(sentences))]

@@ -5,7 +5,8 @@ that overlap. Per window we know each token's character `offsets` into its text 
 and the inclusive token range `context_start..context_end` of the context piece.
 
 - `label_window`: training target of a window: the tokens of the answer's first and last character, or the
-  [CLS] position for both when the window does not hold the whole answer;
+  [CLS] position for both when the window does not hold the whole answer (`say_unreachable` counts the questions
+  no window holds);
 - `best_spans`: a window's best (start, end) token pairs: the `n_best` highest start and end logits among the
   context tokens (its `Candidates`: all that ranking needs, kept by evaluation instead of the window's logits),
   then only pairs with end ≥ start and at most `max_answer_length` tokens, ranked by start logit + end logit;
@@ -64,6 +65,19 @@ def label_window(offsets: np.ndarray, context_start: int, context_end: int, star
     start = context_start + int(np.searchsorted(starts, start_char, side="right")) - 1  # last token starting ≤ it
     end = context_start + int(np.searchsorted(ends, end_char, side="left"))  # first token ending ≥ it
     return start, end
+
+
+def say_unreachable(examples: datasets.Dataset, features: datasets.Dataset) -> None:
+    """How many answerable questions have their answer in no window (longer than a window's room for context): they
+    train on [CLS], as run_qa.py's do, and cannot be answered right; said, not hidden."""
+    found = [False] * len(examples)
+    for q, s, lo, hi in zip(features["example_index"], features["start_positions"], features["context_start"],
+                            features["context_end"], strict=True):
+        found[q] = found[q] or lo <= s <= hi  # a span in the context: the answer is in this window
+    missed = sum(bool(a["text"]) and not f for a, f in zip(examples["answers"], found, strict=True))
+    if missed:
+        say(f"{missed} of {len(examples)} question(s) have their answer in no window (longer than a window's room "
+            "for context): their windows target [CLS], as run_qa.py's do")
 
 
 class Candidates(NamedTuple):

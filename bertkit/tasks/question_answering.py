@@ -37,7 +37,7 @@ from ..errors import BertkitError
 from ..feature_cache import cached_map
 from ..metrics import SQUAD_BUILTIN, SQUAD_V2_BUILTIN, compute_metrics
 from ..typed import option
-from ..utils import as_list, quiet_maps, say
+from ..utils import as_list, quiet_maps
 from .base import Task
 from .inputs import check_unicode
 from .qa_spans import (
@@ -47,6 +47,7 @@ from .qa_spans import (
     null_logit,
     question_windows,
     rank_candidates,
+    say_unreachable,
     training_answers,
     with_null,
 )
@@ -82,19 +83,6 @@ class QuestionAnsweringOptions:
                 raise BertkitError(f"{source}: '{name}' must be positive")
         if self.window_overlap < 0:
             raise BertkitError(f"{source}: 'window_overlap' must be 0 or more")
-
-
-def _say_unreachable(examples: datasets.Dataset, features: datasets.Dataset) -> None:
-    """How many answerable questions have their answer in no window (longer than a window's room for context): they
-    train on [CLS], as run_qa.py's do, and cannot be answered right; said, not hidden."""
-    found = [False] * len(examples)
-    for q, s, lo, hi in zip(features["example_index"], features["start_positions"], features["context_start"],
-                            features["context_end"], strict=True):
-        found[q] = found[q] or lo <= s <= hi  # a span in the context: the answer is in this window
-    missed = sum(bool(a["text"]) and not f for a, f in zip(examples["answers"], found, strict=True))
-    if missed:
-        say(f"{missed} of {len(examples)} question(s) have their answer in no window (longer than a window's room "
-            "for context): their windows target [CLS], as run_qa.py's do")
 
 
 class QuestionAnswering(QuestionAnsweringIO, Task):
@@ -225,7 +213,7 @@ class QuestionAnswering(QuestionAnsweringIO, Task):
         features = cached_map(examples, windows, self.tokenizer, identity, with_indices=True,
                               desc="windows" if len(examples) > 5_000 else None)
         if labelled:
-            _say_unreachable(examples, features)
+            say_unreachable(examples, features)
         return features
 
     def collate(self, features: list[dict]) -> dict:
