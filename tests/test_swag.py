@@ -214,3 +214,34 @@ def test_serve_refuses_a_question_with_one_ending(swag_run):
     with TestClient(create_app(Engine(str(swag_run), precision="fp32"))) as client:
         bad = client.post("/predict", json={"inputs": [{"context": "a", "endings": ["one"]}]})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "inputs[0].endings"
+
+
+def test_one_ending_column_may_hold_each_rows_list_of_endings(swag_run, swag_dir, tmp_path, capsys):
+    """A JSONL file in predict's own row format ({"context", "endings": [...]}) could not be evaluated or trained
+    on: `--ending-columns endings` was refused ("at least two endings")."""
+    import csv
+
+    rows = list(csv.DictReader((swag_dir / "val.csv").open(newline="")))
+    lines = [{"context": r["sent1"], "start": r["sent2"], "endings": [r[f"ending{k}"] for k in range(4)],
+              "label": int(r["label"])} for r in rows]
+    val = tmp_path / "val.jsonl"
+    val.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    flags = ["--context-column", "context", "--start-column", "start", "--ending-columns", "endings"]
+    assert main(["evaluate", "--model", str(swag_run), "--file", str(val), *flags]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["examples"] == 40 and result["accuracy"] == json.loads(
+        (swag_run / "metrics.json").read_text())["val"]["accuracy"]
+    for k, bad, said in ((3, {"endings": ["one"]}, 'field "endings": one ending column holds a list of two or more'),
+                         (5, {"endings": ["a", 7, "c", "d"]}, 'field "endings[1]": must be text, got 7'),
+                         (2, {"endings": ["a", "b", "c"]}, 'field "endings": 3 endings where the file\'s first row '
+                                                           'has 4'),
+                         (4, {"label": 3, "endings": ["a", "b", "c", "d"][:3] + ["d"]}, None)):
+        broken = [dict(x) for x in lines]
+        broken[k - 1].update(bad)
+        val.write_text("".join(json.dumps(x) + "\n" for x in broken))
+        code = main(["evaluate", "--model", str(swag_run), "--file", str(val), *flags])
+        err = capsys.readouterr().err
+        if said is None:
+            assert code == 0, err
+        else:
+            assert code == 2 and f"{val}, line {k}, {said}" in err.strip().splitlines()[-1], err

@@ -52,14 +52,15 @@ class MultipleChoiceOptions:
     context_column: str = option("sent1", "Column of the context (the first segment of every pair).", read=True)
     start_column: str | None = option("sent2", "Column of the start that every ending continues (prefixed to each "
                                                "ending in the second segment); none: the endings alone.", read=True)
-    ending_columns: list[str] = option(["ending0", "ending1", "ending2", "ending3"], "Columns of the endings.",
+    ending_columns: list[str] = option(["ending0", "ending1", "ending2", "ending3"], "Columns of the endings (two or "
+                                       "more), or one column that holds each row's list of endings (JSONL, Parquet).",
                                        read=True)
     label_column: str = option("label", "Column of the right ending's index (empty in an unlabelled test file).",
                                read=True)
 
     def validate(self, source: str) -> None:
-        if len(self.ending_columns) < 2:
-            raise BertkitError(f"{source}: 'ending_columns' must name at least two endings")
+        if not self.ending_columns:
+            raise BertkitError(f"{source}: 'ending_columns' must name the endings' columns")
 
 
 def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, max_samples: int | None = None,
@@ -76,21 +77,43 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
                                      if column in as_list(getattr(o, k) or [])))
                 raise DataError(f"missing column (found: {', '.join(map(str, row))}; {named_by} names the column to "
                                 "read)", file=path, line=line, field=column)
-        for column in [o.context_column, *o.ending_columns]:
-            if not isinstance(row[column], str) or not row[column].strip():
-                raise DataError("empty text", file=path, line=line, field=column)
+        endings = _endings(row, o.ending_columns, path, line)
+        if out["endings"] and len(endings) != len(out["endings"][0]):
+            raise DataError(f"{len(endings)} endings where the file's first row has {len(out['endings'][0])} (a "
+                            "file's questions have one number of endings)", file=path, line=line,
+                            field=o.ending_columns[0])
+        if not isinstance(row[o.context_column], str) or not row[o.context_column].strip():
+            raise DataError("empty text", file=path, line=line, field=o.context_column)
         out["context"].append(row[o.context_column].strip())
         out["start"].append(str(row[o.start_column] or "").strip() if o.start_column else "")
-        out["endings"].append([row[c].strip() for c in o.ending_columns])
+        out["endings"].append(endings)
         if labelled:
             label = str(row[o.label_column]).strip()
-            if not label.isdigit() or int(label) >= len(o.ending_columns):
-                raise DataError(f"the label must be the index of an ending (0 to {len(o.ending_columns) - 1}), got "
+            if not label.isdigit() or int(label) >= len(endings):
+                raise DataError(f"the label must be the index of an ending (0 to {len(endings) - 1}), got "
                                 f"{label!r}", file=path, line=line, field=o.label_column)
             out["label"].append(int(label))
     if not out["context"]:
         raise DataError("no data rows", file=path)
     return datasets.Dataset.from_dict(out)
+
+
+def _endings(row: dict, columns: list[str], path, line) -> list[str]:
+    """A row's endings: one text a column, or one column's list of texts (a JSONL or Parquet row's `endings`)."""
+    if len(columns) == 1:
+        endings = row[columns[0]]
+        if not isinstance(endings, list) or len(endings) < 2:
+            raise DataError(f"one ending column holds a list of two or more endings, got {endings!r:.40} (or name two "
+                            "or more columns, one ending each)", file=path, line=line, field=columns[0])
+        return [_text(e, path, line, f"{columns[0]}[{i}]") for i, e in enumerate(endings)]
+    return [_text(row[c], path, line, c) for c in columns]
+
+
+def _text(value, path, line, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataError("empty text" if value in ("", None) or isinstance(value, str) else
+                        f"must be text, got {value!r:.40}", file=path, line=line, field=field)
+    return value.strip()
 
 
 def _unread_endings(path, row: dict, read: list[str]) -> None:
