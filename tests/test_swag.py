@@ -157,7 +157,7 @@ def test_predict_jsonl_and_csv(swag_run, swag_dir, tmp_path, monkeypatch, capsys
     assert main(["predict", "--model", str(swag_run), "--input", str(swag_dir / "test.csv"), "--output",
                  str(tmp_path / "test.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "test.jsonl").read_text().splitlines()]
-    assert len(rows) == 12 and all(set(r) == {"label", "ending", "score", "probabilities"} for r in rows)
+    assert len(rows) == 12 and all(set(r) == {"id", "label", "ending", "score", "probabilities"} for r in rows)
 
 
 @pytest.mark.parametrize("line, field", [('{"context": "a", "endings": ["only one"]}', "endings"),
@@ -245,3 +245,23 @@ def test_one_ending_column_may_hold_each_rows_list_of_endings(swag_run, swag_dir
             assert code == 0, err
         else:
             assert code == 2 and f"{val}, line {k}, {said}" in err.strip().splitlines()[-1], err
+
+
+def test_predict_echoes_a_csvs_id(swag_run, swag_dir, tmp_path, capsys):
+    """predict's answers to a SWAG CSV carried no id: only their order told which question each answered."""
+    def predict(path, *flags):
+        code = main(["predict", "--model", str(swag_run), "--input", str(path), *flags])
+        out = capsys.readouterr()
+        return code, [json.loads(x) for x in out.out.splitlines()], out.err
+
+    code, answers, _ = predict(swag_dir / "test.csv")
+    import csv
+
+    rows = list(csv.DictReader((swag_dir / "test.csv").open(newline="")))
+    assert code == 0 and [a["id"] for a in answers] == [r["fold-ind"] for r in rows]  # SWAG's index in its fold
+    assert list(answers[0])[:2] == ["id", "label"]
+    code, by_video, _ = predict(swag_dir / "test.csv", "--id-column", "video-id")
+    assert code == 0 and [a["id"] for a in by_video] == [r["video-id"] for r in rows]
+    assert [{**a, "id": 0} for a in by_video] == [{**a, "id": 0} for a in answers]
+    code, _, err = predict(swag_dir / "test.csv", "--id-column", "qid")
+    assert code == 2 and 'line 2, field "qid": missing column (found: video-id, fold-ind' in err, err

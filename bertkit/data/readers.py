@@ -293,6 +293,7 @@ def read_parquet(path: Path) -> list[tuple[int, dict]]:
 
 DELIMITERS = {".tsv": "\t", ".csv": ","}
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "premise", "#1 String")  # a table's text, where none is named
+ID_COLUMNS = ("id", "idx", "index", "fold-ind")  # echoed by predict where no --id-column is named (GLUE: index)
 READERS = {".jsonl": read_jsonl, ".json": read_jsonl, ".parquet": read_parquet}
 
 

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ..data.readers import TEXT_COLUMNS
+from ..data.readers import ID_COLUMNS, TEXT_COLUMNS
 from ..errors import BertkitError, DataError
 from .requests import RequestError, body_field, check_count, check_text
 
-ID_COLUMNS = ("id", "idx", "index")  # GLUE's test files: index
 PAIR_COLUMNS = {"sentence1": "sentence2", "premise": "hypothesis", "#1 String": "#2 String"}
 
 

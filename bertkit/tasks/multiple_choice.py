@@ -30,7 +30,7 @@ import datasets
 import torch
 from transformers import AutoModelForMultipleChoice
 
-from ..data.readers import read_rows, source_name
+from ..data.readers import ID_COLUMNS, read_rows, source_name
 from ..data.sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 from ..errors import BertkitError, DataError
 from ..feature_cache import cached_map
@@ -64,11 +64,15 @@ class MultipleChoiceOptions:
 
 
 def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, max_samples: int | None = None,
-                 rows=None) -> datasets.Dataset:
-    """A SWAG-format file (or hub rows) → examples {context, start, endings, label?}, checked row by row."""
+                 rows=None, id_column: str | None = None) -> datasets.Dataset:
+    """A SWAG-format file (or hub rows) → examples {context, start, endings, label?, id?}, checked row by row; `id`
+    from `id_column` ("": the first of ID_COLUMNS that the file has, if any)."""
     wanted = [o.context_column, *([o.start_column] if o.start_column else []), *o.ending_columns]
     rows = rows if rows is not None else read_rows(path, required=[*wanted, o.label_column])
-    out = {"context": [], "start": [], "endings": [], **({"label": []} if labelled else {})}
+    if id_column == "":
+        id_column = next((c for c in ID_COLUMNS if rows and c in rows[0][1]), None)
+    out = {"context": [], "start": [], "endings": [], **({"label": []} if labelled else {}),
+           **({"id": []} if id_column else {})}
     _unread_endings(path, rows[0][1] if rows else {}, o.ending_columns)
     for line, row in rows[:max_samples] if max_samples is not None else rows:
         for column in wanted + ([o.label_column] if labelled else []):
@@ -87,6 +91,12 @@ def read_choices(path: Path, o: MultipleChoiceOptions, labelled: bool = True, ma
         out["context"].append(row[o.context_column].strip())
         out["start"].append(str(row[o.start_column] or "").strip() if o.start_column else "")
         out["endings"].append(endings)
+        if id_column:
+            if row.get(id_column) in (None, ""):
+                raise DataError("missing id" if id_column in row else f"missing column (found: "
+                                f"{', '.join(map(str, row))}; --id-column names it)", file=path, line=line,
+                                field=id_column)
+            out["id"].append(row[id_column])
         if labelled:
             label = str(row[o.label_column]).strip()
             if not label.isdigit() or int(label) >= len(endings):
@@ -287,13 +297,15 @@ class MultipleChoice(Task):
     @classmethod
     def add_predict_flags(cls, group) -> None:
         cls.add_read_flags(group, exclude=("label_column",))  # predict's CSV is unlabelled
+        group.add_argument("--id-column", default="", help="a CSV's column echoed as each answer's id (default: id, "
+                                                            "idx, index or fold-ind, where the file has one)")
 
     @classmethod
     def read_inputs(cls, source, args):
         if source != "-" and Path(source).suffix.lower() in (".csv", ".tsv"):  # its columns as the run's, or flags'
-            data = read_choices(Path(source), cls.read_as_the_run(args), labelled=False)
-            return [{"context": c, "start": s, "endings": e}
-                    for c, s, e in zip(data["context"], data["start"], data["endings"], strict=True)]
+            data = read_choices(Path(source), cls.read_as_the_run(args), labelled=False, id_column=args.id_column)
+            return [{**({"id": data["id"][i]} if "id" in data.column_names else {}), "context": data["context"][i],
+                     "start": data["start"][i], "endings": data["endings"][i]} for i in range(len(data))]
         return super().read_inputs(source, args)
 
     @classmethod
