@@ -195,7 +195,7 @@ def test_hub_copy_is_read_with_the_same_columns(monkeypatch, tmp_path, swag_dir)
     table = datasets.Dataset.from_csv(str(swag_dir / "val.csv"))
     asked = []
     monkeypatch.setattr(sources, "offline", lambda: False)
-    monkeypatch.setattr("bertkit.tasks.multiple_choice.load_hub_splits",
+    monkeypatch.setattr("bertkit.data.choices.load_hub_splits",
                         lambda cfg, splits: asked.append((cfg.hub.dataset, cfg.hub.config, splits)) or [table])
     monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
     cfg = load_recipe("swag", {"max_train_samples": 5})
