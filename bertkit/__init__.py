@@ -31,7 +31,7 @@ _PUBLIC = {
     "load_task": "tasks", "adapter_for_checkpoint": "tasks", "SequenceClassification": "tasks",
     "SequenceRegression": "tasks", "MultiLabelClassification": "tasks", "TokenClassification": "tasks",
     "QuestionAnswering": "tasks", "MultipleChoice": "tasks", "casing_type_ids": "tasks.casing", "Trainer": "training",
-    "search": "search",
+    "search": "hpsearch",
 }
 __all__ = sorted(_PUBLIC) + ["__version__"]
 

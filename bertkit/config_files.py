@@ -81,7 +81,7 @@ def load_recipe(name: str, overrides: dict | None = None, source: str = "overrid
     values = upgrade_flat(read_yaml(path), strict=True)
     values.setdefault("name", path.stem)
     tuned = values.pop("model_overrides", None) or {}
-    values.pop("search_space", None)  # `bertkit search`'s (bertkit/search.py), not a run's
+    values.pop("search_space", None)  # `bertkit search`'s (bertkit/hpsearch.py), not a run's
     if not isinstance(tuned, dict) or not all(isinstance(v, dict) for v in tuned.values()):
         raise BertkitError(f"{path}: 'model_overrides' must map model names to mappings of fields")
     overrides = dict(overrides or {})

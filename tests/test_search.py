@@ -103,7 +103,7 @@ def test_a_search_killed_mid_trial_goes_on_without_repeating_a_finished_trial(ti
 
 def test_a_recipes_search_space_is_used_and_a_bad_one_refused(tmp_path):
     from bertkit.errors import BertkitError
-    from bertkit.search import search_space, suggest
+    from bertkit.hpsearch import search_space, suggest
 
     recipe = tmp_path / "mine.yaml"
     recipe.write_text("task: sequence-classification\nsearch_space:\n  lr: {low: 1.0e-5, high: 1.0e-4, log: true}\n"
@@ -126,7 +126,7 @@ def test_a_recipes_search_space_is_used_and_a_bad_one_refused(tmp_path):
 
 def test_a_pruned_trial_stops_its_run(tiny_bert, sst2_dir, tmp_path):
     from bertkit.config_files import load_recipe
-    from bertkit.search import run_trial
+    from bertkit.hpsearch import run_trial
     from bertkit.tasks import get_task
     from bertkit.training import launch
     from bertkit.training.runs import load_checked
@@ -179,13 +179,13 @@ def test_confirm_seeds_0_runs_no_confirmation_and_out_of_range_is_one_line(tiny_
 
 
 def test_a_search_whose_trials_were_all_pruned_says_so_in_one_line(tiny_bert, sst2_dir, tmp_path, monkeypatch):
-    import bertkit.search
+    import bertkit.hpsearch
     from bertkit.errors import BertkitError
 
-    monkeypatch.setattr(bertkit.search, "run_trial", lambda *args: ("pruned", None))
+    monkeypatch.setattr(bertkit.hpsearch, "run_trial", lambda *args: ("pruned", None))
     overrides = {"model": str(tiny_bert), "data_dir": str(sst2_dir), "precision": "fp32", "max_steps": 2}
     with pytest.raises(BertkitError, match=r"search: no trial completed \(2 tried\); more --trials or a longer"):
-        bertkit.search.search("sst2", trials=2, confirm_seeds=0, overrides=overrides,
+        bertkit.hpsearch.search("sst2", trials=2, confirm_seeds=0, overrides=overrides,
                               output_dir=str(tmp_path / "search"), log=lambda m: None)
 
 

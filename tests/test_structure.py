@@ -125,7 +125,7 @@ def test_no_import_circles_among_bertkit_modules():
 # The floors of docs/design.md, top to bottom: a module imports its own floor and those below, never one above.
 FLOORS = [
     ["bertkit.__main__", "bertkit.cli", "bertkit.commands"],
-    ["bertkit.search", "bertkit.serve", "bertkit.export"],
+    ["bertkit.hpsearch", "bertkit.serve", "bertkit.export"],
     ["bertkit.training", "bertkit.report", "bertkit.search_report"],
     ["bertkit.config", "bertkit.config_files", "bertkit.quickstart"],
     ["bertkit.tasks"],
@@ -244,3 +244,19 @@ def test_every_bertkit_name_that_scripts_and_tests_import_exists():
                                     hasattr(module, "__path__")  # a package's submodule, not imported yet
                                     and importlib.util.find_spec(f"{node.module}.{a.name}"))]
     assert not missing, missing
+
+
+def test_no_public_name_is_shadowed_by_a_submodule_of_its_name():
+    """`bertkit.search` was the function until its module (bertkit/search.py) was imported, by the search command or
+    by a user's `from bertkit.search import ...`; then the module, and `bertkit.search("sst2")` a TypeError."""
+    import importlib
+    import pkgutil
+
+    import bertkit
+
+    modules = {m.name.rpartition(".")[2] for m in pkgutil.walk_packages(bertkit.__path__, "bertkit.")
+               if m.name.count(".") == 1}
+    assert "tasks" in modules and "training" in modules  # really walked
+    assert sorted(set(bertkit.__all__) & modules) == []
+    importlib.import_module("bertkit.hpsearch")
+    assert callable(bertkit.search) and bertkit.search.__module__ == "bertkit.hpsearch"

@@ -1,4 +1,4 @@
-"""`bertkit search RECIPE [finetune's flags] --trials N`: hyper-parameter search with Optuna (bertkit/search.py)."""
+"""`bertkit search RECIPE [finetune's flags] --trials N`: hyper-parameter search with Optuna (bertkit/hpsearch.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ paper's grid: lr 5e-5/3e-5/2e-5, batch 16/32, epochs 2/3/4.
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..search import search
+    from ..hpsearch import search
     from .finetune import overrides_from
 
     search(args.recipe, trials=args.trials, timeout=args.timeout, confirm_seeds=args.confirm_seeds,
