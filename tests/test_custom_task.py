@@ -144,3 +144,33 @@ def test_a_notebooks_row_without_its_blank_is_one_line_naming_it(tiny_bert):
         task = Cloze.from_pretrained(str(tiny_bert))
         with pytest.raises(BertkitError, match=r"^row 1: no \[MASK\] in its first 128 word pieces$"):
             task.predict_rows([{"text": "paris is the capital of [MASK] ."}, {"text": "no blank here"}])
+
+
+def test_a_plugin_does_not_take_a_taken_name(tmp_path):
+    """A plugin's class under a built-in's name (a subclass that inherits it) replaced the built-in without a word,
+    and its entry point's own name was an unknown task."""
+    site = tmp_path / "site"
+    (site / "hijack.py").parent.mkdir(parents=True)
+    (site / "hijack.py").write_text(
+        "from bertkit.tasks import SequenceClassification, Task\n"
+        "class MyClassifier(SequenceClassification):\n    pass\n"
+        "class Choice(Task):\n    name = 'multiple-choice'\n"
+        "class Pairs(Task):\n    name = 'pair-sim'\n")
+    install_plugin(site, "hijack", "my-clf = hijack:MyClassifier\nchoice = hijack:Choice\npairs = hijack:Pairs")
+    env = {**os.environ, "PYTHONPATH": python_path(site, REPO)}
+    code = ("from bertkit.tasks import get_task\n"
+            "print(get_task('multiple-choice').__module__, get_task('sequence-classification').__module__,"
+            " get_task('pair-sim').__module__)\n"
+            "for name in ('my-clf', 'choice', 'pairs'):\n"
+            "    try:\n        get_task(name)\n    except Exception as e:\n        print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = proc.stdout.splitlines()
+    assert out[0] == "bertkit.tasks.multiple_choice bertkit.tasks.classification hijack", proc.stderr
+    assert out[1] == "task 'my-clf': the plugin hijack:MyClassifier (hijack) was not loaded: its class's name " \
+                     "'sequence-classification' is taken by bertkit.tasks.classification.SequenceClassification " \
+                     "(inherited: give the class its own `name`)"
+    assert out[2].startswith("task 'choice': the plugin hijack:Choice (hijack) was not loaded: its class's name "
+                             "'multiple-choice' is taken by bertkit.tasks.multiple_choice.MultipleChoice")
+    assert out[3] == "task 'pairs': the plugin hijack:Pairs (hijack) registers its task as 'pair-sim', not as its " \
+                     "entry point's name 'pairs'"
+    assert proc.stderr.count("was not loaded") == 2  # said once each, on every command that loads the tasks

@@ -8,7 +8,7 @@ Three ways in, looked up lazily (the first time a task name is asked for, so `be
 - the entry-point group `bertkit.tasks` of installed packages: in a plugin's pyproject.toml,
   `[project.entry-points."bertkit.tasks"] my-task = "my_package.my_module:MyTask"` (or a module that registers its
   tasks when imported). A plugin that fails to load is named in the error of the task it was to provide, and the
-  other tasks stay usable.
+  other tasks stay usable; one whose class has a taken name (a built-in's, another plugin's) is not loaded, said.
 
 Example:
 ```python
@@ -30,6 +30,7 @@ import difflib
 import importlib
 
 from ..errors import BertkitError
+from ..utils import say
 
 BUILTIN = {"sequence-classification": "bertkit.tasks.classification:SequenceClassification",
            "token-classification": "bertkit.tasks.token_classification:TokenClassification",
@@ -74,13 +75,35 @@ def _load() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINTS):
+        plugin = f"the plugin {ep.value} ({ep.dist.name if ep.dist else '?'})"
         try:
             obj = ep.load()
-            if isinstance(obj, type):
-                register_task(obj, replace=True)
         except Exception as e:  # a broken plugin must not take the built-in tasks down with it
-            _BROKEN[ep.name] = f"the plugin {ep.value} ({ep.dist.name if ep.dist else '?'}) failed to load: " \
-                               f"{type(e).__name__}: {e}"
+            _BROKEN[ep.name] = f"{plugin} failed to load: {type(e).__name__}: {e}"
+            continue
+        if isinstance(obj, type):
+            _add_plugin(obj, ep.name, plugin)
+
+
+def _add_plugin(cls: type, entry: str, plugin: str) -> None:
+    """A plugin's task class, under its `name`; one whose name is taken (a built-in's, another plugin's: a subclass
+    that inherits its parent's) is not loaded, said on standard error, and a lookup of its entry point says why."""
+    name, old = getattr(cls, "name", ""), None
+    if isinstance(name, str) and name:
+        old = _TASKS.get(name)
+    if old is not None and old is not cls:
+        inherited = " (inherited: give the class its own `name`)" if "name" not in vars(cls) else ""
+        _BROKEN[entry] = (f"{plugin} was not loaded: its class's name '{name}' is taken by "
+                          f"{old.__module__}.{old.__qualname__}{inherited}")
+        say(f"bertkit: task '{entry}': {_BROKEN[entry]}")
+        return
+    try:
+        register_task(cls)
+    except BertkitError as e:
+        _BROKEN[entry] = f"{plugin} was not loaded: {e}"
+        return
+    if name != entry:
+        _BROKEN[entry] = f"{plugin} registers its task as '{name}', not as its entry point's name '{entry}'"
 
 
 def task_names() -> list[str]:
