@@ -184,7 +184,8 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
         dest, tp, help = prefix + f.metadata.get("dest", f.name), tps[f.name], f.metadata.get("help", "")
         flags = [flag(dest), *f.metadata.get("aliases", ())]
         if tp is bool:
-            group.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=help)
+            _add(group, cls, f.name, *flags, dest=dest, action=argparse.BooleanOptionalAction, default=None,
+                 help=help)
             continue
         if typing.get_origin(tp) is dict:
             continue
@@ -194,8 +195,17 @@ def add_flags(group, cls, names=None, prefix: str = "") -> None:
         if type(None) in typing.get_args(tp) and not f.name.endswith("_dir"):
             conv, help = or_none(conv), help + " (none clears it)"
         choices = f.metadata.get("choices")
-        group.add_argument(*flags, dest=dest, type=conv, default=None, help=help, choices=choices,
-                           metavar=None if choices else "X")
+        _add(group, cls, f.name, *flags, dest=dest, type=conv, default=None, help=help, choices=choices,
+             metavar=None if choices else "X")
+
+
+def _add(group, cls, name: str, *flags, **kwargs) -> None:
+    """group.add_argument; a flag the command has already (a task's option named as a run's: `seed`) is one line."""
+    try:
+        group.add_argument(*flags, **kwargs)
+    except argparse.ArgumentError:
+        raise BertkitError(f"{cls.__qualname__}'s field '{name}' makes the flag {flags[0]}, which the command has "
+                           f"already: give the field another name") from None
 
 
 def given(args: argparse.Namespace, cls, prefix: str = "", names=None) -> dict:

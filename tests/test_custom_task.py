@@ -174,3 +174,49 @@ def test_a_plugin_does_not_take_a_taken_name(tmp_path):
     assert out[3] == "task 'pairs': the plugin hijack:Pairs (hijack) registers its task as 'pair-sim', not as its " \
                      "entry point's name 'pairs'"
     assert proc.stderr.count("was not loaded") == 2  # said once each, on every command that loads the tasks
+
+
+def test_a_task_option_named_as_a_run_flag_is_one_line(monkeypatch, tmp_path, capsys):
+    """A task's option named `seed` crashed `finetune` with argparse's "conflicting option string" traceback."""
+    from dataclasses import dataclass
+
+    from bertkit.cli import main
+    from bertkit.tasks import SequenceClassification, register_task, registry
+    from bertkit.tasks.classification import ClassificationOptions
+    from bertkit.typed import option
+
+    registry.task_names()
+    monkeypatch.setattr(registry, "_TASKS", dict(registry._TASKS))
+
+    @dataclass(frozen=True)
+    class SeededOptions(ClassificationOptions):
+        seed: int = option(0, "a seed of the task's own")
+
+    class Seeded(SequenceClassification):
+        name = "seeded-test"
+        Options = SeededOptions
+
+    register_task(Seeded)
+    (tmp_path / "seeded.yaml").write_text("task: seeded-test\n")
+    said = "SeededOptions's field 'seed' makes the flag --seed, which the command has already: give the field " \
+           "another name"
+    out = tmp_path / "out"
+    assert main(["finetune", str(tmp_path / "seeded.yaml"), "--model", "x", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(said) and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    with pytest.raises(SystemExit):  # --help says it where the task's options would be
+        main(["finetune", str(tmp_path / "seeded.yaml"), "--help"])
+    assert "task options:\n  not shown: " in capsys.readouterr().out
+
+
+def test_finetune_help_says_why_a_recipes_task_options_are_not_shown(tmp_path, capsys):
+    """`finetune RECIPE --help` of a recipe whose task is not known (its plugin not installed) left the task's
+    options out without a word."""
+    from bertkit.cli import main
+
+    (tmp_path / "pairs.yaml").write_text("task: pair-sim-test\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["finetune", str(tmp_path / "pairs.yaml"), "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0 and "task options:\n  not shown: " in out and "unknown task 'pair-sim-test'" in out

@@ -86,6 +86,18 @@ def model_task(argv: list[str] | None):
         return None, str(e)
 
 
+def task_flags(p: argparse.ArgumentParser, task, add) -> str | None:
+    """`add()` the task's flags to `p`; one that the command has already (a task's option named `seed`, or
+    `--output`) is the command's error, returned, and said by --help where the task's flags would be."""
+    try:
+        add()
+        return None
+    except (BertkitError, argparse.ArgumentError) as e:
+        error = str(e) if isinstance(e, BertkitError) else f"the {task.name} task's flag {e}"
+        p.add_argument_group("task options", f"not shown: {error}")
+        return error
+
+
 def quiet_libraries() -> None:
     """No progress bars or loading reports from transformers and datasets (a short command prints its result and
     nothing else; `--verbose` keeps them)."""

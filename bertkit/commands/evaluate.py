@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import add_inference_flags, model_task
+from .common import add_inference_flags, model_task, task_flags
 
 EXAMPLE = """example:
   bertkit evaluate --model runs/sst2 --split dev                  # the run's own data and metrics
@@ -91,6 +91,7 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                     "the working folder)")
     task, error = model_task(argv)
     if task is not None and read_options(task.Options):
-        add_flags(p.add_argument_group(f"{task.name}: how the file is read (default: as the run read its own)"),
-                  task.Options, names=read_options(task.Options))
+        error = task_flags(p, task, lambda: add_flags(p.add_argument_group(
+            f"{task.name}: how the file is read (default: as the run read its own)"), task.Options,
+            names=read_options(task.Options)))
     p.set_defaults(func=run, task_class=task, task_error=error)

@@ -62,21 +62,27 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                           "`bertkit finetune RECIPE --help` adds the options of the recipe's task.")
     p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file; or 'glue': every GLUE "
                                   "task that has data, each with its recipe, into one table (commands/glue.py)")
-    run = add_run_flags(p, argv)
-    run.add_argument("--seeds", help="run once per seed (into <output-dir>/seed-N) and summarise mean ± std "
-                                     "(comma-separated)")
-    run.add_argument("--resume", action="store_true", help="resume from the latest good checkpoint in output-dir")
-    run.add_argument("--tasks", help="glue only: the GLUE tasks to run (comma-separated; default: all that have data)")
+
+    def own(run):
+        run.add_argument("--seeds", help="run once per seed (into <output-dir>/seed-N) and summarise mean ± std "
+                                         "(comma-separated)")
+        run.add_argument("--resume", action="store_true", help="resume from the latest good checkpoint in output-dir")
+        run.add_argument("--tasks", help="glue only: the GLUE tasks to run (comma-separated; default: all that have "
+                                         "data)")
+
+    add_run_flags(p, argv, own)
     p.set_defaults(func=run_command)
 
 
-def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None):
-    """A recipe's flags, as `finetune` has them (also `search`'s): the run config's groups, the recipe's task's
-    options once `argv` names the recipe; returns the group "the run" for the command's own flags."""
+def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None, own) -> None:
+    """A recipe's flags, as `finetune` has them (also `search`'s): the run config's groups, the group "the run" with
+    the command's `own(group)` flags, then the recipe's task's options once `argv` names the recipe (a task option
+    that makes a flag the command has already is the command's error: `task_error`)."""
     from ..config import Compute, HubSource, Peft, RunConfig
     from ..config_files import recipe_path, recipe_task
     from ..errors import BertkitError
     from ..typed import add_flags
+    from .common import task_flags
 
     for title, names in FLAG_GROUPS.items():
         add_flags(p.add_argument_group(title), RunConfig, names)
@@ -86,6 +92,7 @@ def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None):
     run = p.add_argument_group("the run")
     run.add_argument("--allow-pickle", action="store_true", help="also load pickle (.bin) weights of the base "
                                                                  "model; only for files you trust")
+    own(run)
     recipe = recipe_of(argv)
     task = None
     try:
@@ -97,12 +104,13 @@ def add_run_flags(p: argparse.ArgumentParser, argv: list[str] | None):
                 task = get_task(task_name)
             except BertkitError as e:  # the recipe file names a task that is not known
                 raise BertkitError(f"{recipe_path(recipe)}: {e}") from None
-    except BertkitError as e:
+    except BertkitError as e:  # said by --help too, where the task's options would be
         p.set_defaults(task_error=str(e))
+        p.add_argument_group("task options", f"not shown: {e}")
     if task is not None:
-        add_flags(p.add_argument_group(f"task options ({task.name}; recipe: task_options)"), task.Options)
+        p.set_defaults(task_error=task_flags(p, task, lambda: add_flags(
+            p.add_argument_group(f"task options ({task.name}; recipe: task_options)"), task.Options)))
     p.set_defaults(task_class=task)
-    return run
 
 
 def task_help(parser: argparse.ArgumentParser) -> str:

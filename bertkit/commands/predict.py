@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_inference_flags, model_task
+from .common import add_inference_flags, model_task, task_flags
 
 EXAMPLE = """example:
   echo "a gripping, funny film" | bertkit predict --model runs/sst2 --input -
@@ -68,5 +68,6 @@ def register(subparsers, argv: list[str] | None = None) -> None:
     p.add_argument("--verbose", action="store_true", help="keep the libraries' progress bars and loading messages")
     task, error = model_task(argv)
     if task is not None:
-        task.add_predict_flags(p.add_argument_group(f"{task.name} inputs and outputs"))
+        error = task_flags(p, task, lambda: task.add_predict_flags(p.add_argument_group(f"{task.name} inputs and "
+                                                                                         "outputs")))
     p.set_defaults(func=run, task_class=task, task_error=error)

@@ -34,11 +34,14 @@ def register(subparsers, argv: list[str] | None = None) -> None:
                                           "values; the study is kept in <output-dir>/study.db, so the same command "
                                           "goes on after an interruption.")
     p.add_argument("recipe", help=f"recipe name ({', '.join(recipe_names())}) or a YAML file")
-    run_group = add_run_flags(p, argv)
-    run_group.add_argument("--trials", type=positive(), default=20, help="finished trials wanted (default 20)")
-    run_group.add_argument("--timeout", type=positive(float),
-                           help="stop asking for new trials after this many seconds")
-    run_group.add_argument("--confirm-seeds", type=int, default=3,
-                           help="seeds over which the best setting and the recipe's own are run again (default 3; 0: "
-                                "none, 8 at most)")
+
+    def own(run_group):
+        run_group.add_argument("--trials", type=positive(), default=20, help="finished trials wanted (default 20)")
+        run_group.add_argument("--timeout", type=positive(float),
+                               help="stop asking for new trials after this many seconds")
+        run_group.add_argument("--confirm-seeds", type=int, default=3,
+                               help="seeds over which the best setting and the recipe's own are run again (default "
+                                    "3; 0: none, 8 at most)")
+
+    add_run_flags(p, argv, own)
     p.set_defaults(func=run)
