@@ -220,3 +220,41 @@ def test_finetune_help_says_why_a_recipes_task_options_are_not_shown(tmp_path, c
         main(["finetune", str(tmp_path / "pairs.yaml"), "--help"])
     out = capsys.readouterr().out
     assert stop.value.code == 0 and "task options:\n  not shown: " in out and "unknown task 'pair-sim-test'" in out
+
+
+def test_a_task_on_a_pooled_head_uses_the_pooler_unless_it_says_otherwise():
+    """A task of one's own over AutoModelForSequenceClassification was told "the head does not use the pooler" by
+    --reinit-pooler, and LoRA left the pre-trained pooler frozen: `uses_pooler` (False) was not in the contract."""
+    from transformers import (
+        AutoModelForMultipleChoice,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    from bertkit.config import run_config
+    from bertkit.metrics import BUILTIN
+    from bertkit.tasks import Task, registry
+
+    class Pairs(Task):
+        name, auto_model_class = "pairs-pooled-test", AutoModelForSequenceClassification
+        metric_builtins, default_metrics = {"accuracy": BUILTIN["accuracy"]}, ("accuracy",)
+
+    class Choices(Task):
+        auto_model_class = AutoModelForMultipleChoice
+
+    class Tags(Task):
+        auto_model_class = AutoModelForTokenClassification
+
+    class Own(Pairs):  # a head of its own over the token vectors
+        uses_pooler = False
+
+    class Child(Own):
+        pass
+
+    assert (Pairs.uses_pooler, Choices.uses_pooler, Tags.uses_pooler, Own.uses_pooler, Child.uses_pooler) == \
+        (True, True, False, False, False)
+    registry._TASKS["pairs-pooled-test"] = Pairs
+    try:
+        assert run_config(task="pairs-pooled-test", reinit_pooler=True).reinit_pooler
+    finally:
+        del registry._TASKS["pairs-pooled-test"]

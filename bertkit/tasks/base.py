@@ -58,6 +58,9 @@ def head_labels(config: dict) -> list[str] | None:
     return [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
 
 
+POOLED_HEADS = ("AutoModelForSequenceClassification", "AutoModelForMultipleChoice")
+
+
 class Task(TaskIO):
     # --- what the task is (class attributes a task sets) ------------------------------------------------------
     name = ""  # registry key, the `task` of a run config, e.g. "sequence-classification"
@@ -73,12 +76,19 @@ class Task(TaskIO):
     metric_builtins: dict = {}  # metric name → what makes its evaluate module (a class), computed locally
     default_metrics: tuple[str, ...] = ()  # metrics when the recipe names none; the first selects the best model
     lower_is_better: frozenset = frozenset()  # metric names whose best value is the lowest
-    uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler applies)
+    uses_pooler = False  # the head reads the pooled [CLS] vector (reinit_pooler; LoRA trains it); unset: as its head
     input_fields: dict[str, type] = {}  # one prediction input: field → str or list (of texts) (JSONL rows, serve)
     example_fields: tuple[str, ...] = ()  # columns a training or evaluation example has (`Trainer.fit` checks them)
     text_fields: tuple[str, ...] = ()  # those (and optional ones) that hold texts or lists of words: strings only
     optional_fields: dict[str, type] = {"id": str | int}  # fields an input row may have
     runner = None  # None: the torch model through `forward_all`; else a callable with its contract (ONNX Runtime)
+
+    def __init_subclass__(cls, **kwargs):
+        """A task that does not set `uses_pooler` gets its head's: transformers' sequence-classification and
+        multiple-choice heads read the pooled [CLS] vector (a plugin on those heads was told it had no pooler)."""
+        super().__init_subclass__(**kwargs)
+        if not any("uses_pooler" in vars(c) for c in cls.__mro__[:cls.__mro__.index(Task)]):
+            cls.uses_pooler = getattr(cls.auto_model_class, "__name__", "") in POOLED_HEADS
 
     def __init__(self, model, tokenizer, label_names: list[str] | None = None, max_length: int | None = None,
                  options=None):

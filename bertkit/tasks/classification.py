@@ -128,7 +128,6 @@ class SequenceClassification(ClassificationIO, Task):
     problem_type = SINGLE  # Hugging Face's name, saved in the checkpoint's config
     metric_builtins = BUILTIN
     default_metrics = ("accuracy", "f1")
-    uses_pooler = True
     input_fields = {"text": str}
     example_fields = ("text", "label")
     text_fields = ("text", "text_pair")

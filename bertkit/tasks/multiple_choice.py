@@ -70,7 +70,6 @@ class MultipleChoice(Task):
     named_labels = False  # one score per choice: no label names
     metric_builtins = {"accuracy": BUILTIN["accuracy"]}
     default_metrics = ("accuracy",)
-    uses_pooler = True
     input_fields = {"context": str, "endings": list}
     example_fields = ("context", "endings", "label")
     text_fields = ("context", "start", "endings")
