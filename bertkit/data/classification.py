@@ -38,7 +38,8 @@ def _label_id(value, label_names: list[str], path, line, column):
     text = _label_name(value, path, line, column)  # an empty one (a test split's row, or a gap) refused
     if text in label_names:
         return label_names.index(text)
-    if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names):
+    if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names) and not any(
+            name.lstrip("-").isdigit() for name in label_names):  # names that are numbers ('1'-'5' stars) are not ids
         return int(text)
     raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}: the run's labels, from "
                     "--label-names, or with --label-names '' from the training file)", file=path, line=line,
