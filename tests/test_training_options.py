@@ -121,9 +121,13 @@ def test_a_log_line_averages_finite_gradient_norms_and_counts_the_others(tmp_pat
 
 def test_early_stopping_stops_after_evaluations_without_improvement(tiny_bert, sst2_dir, tmp_path):
     # lr 0: the metric cannot improve after the first evaluation, so patience 2 stops at the third (step 12)
-    _, result = fit(tiny_bert, small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2))
+    cfg = small_config(sst2_dir, tmp_path / "run", lr=0.0, eval_every="4", early_stopping=2)
+    _, result = fit(tiny_bert, cfg)
     evals = (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines()
     assert result["train"]["steps"] == 12 and len(evals) == 3 and result["best_step"] == 4
+    _, resumed = fit(tiny_bert, cfg, resume=True)  # trained on to its next evaluation, and a fourth line
+    assert resumed["train"]["steps"] == 12 and (tmp_path / "run" / "eval_metrics.jsonl").read_text().splitlines() \
+        == evals
 
 
 def _rates(model):

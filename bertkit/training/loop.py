@@ -208,12 +208,21 @@ class Trainer:
         bar = tqdm(total=total_steps, initial=state["global_step"], desc="train", unit="step",
                    disable=not acc.is_main_process or None)
         self.model.train()
-        done = state["global_step"] >= total_steps
+        done = state["global_step"] >= total_steps or self._stopped_early(state)
         self.since_log = [0, time.perf_counter()]
         with launch.StopSignal(acc, LOG_EVERY) as self._stop:  # SIGTERM, Ctrl-C: a checkpoint, then stop
             while not done:
                 done = self._train_epoch(state, eval_sets, total_steps, steps_per_epoch, eval_every, bar)
         bar.close()
+
+    def _stopped_early(self, state: dict) -> bool:
+        """A resumed run that early stopping had ended stays ended (it trained on to the next evaluation)."""
+        patience = self.cfg.early_stopping
+        if patience is None or state["bad_evals"] < patience or state["global_step"] == 0:
+            return False
+        self.log(f"early stopping had ended the run at step {state['global_step']} ({state['bad_evals']} evaluations "
+                 "without improvement)")
+        return True
 
     def _train_epoch(self, state: dict, eval_sets: dict, total_steps: int, steps_per_epoch: int, eval_every: int,
                      bar) -> bool:
