@@ -203,9 +203,10 @@ class RunConfig:
         for name in ("batch_size", "grad_accum", "max_length", "eval_batch_size", "keep_checkpoints"):
             if getattr(self, name) <= 0:
                 raise BertkitError(f"{source}: '{name}' must be positive")
-        for name in ("max_train_samples", "max_eval_samples"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise BertkitError(f"{source}: '{name}' must be positive (or unset: every example)")
+        for name, unset in (("max_train_samples", "every example"), ("max_eval_samples", "every example"),
+                            ("early_stopping", "no early stop"), ("save_every", "at evaluations only")):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:  # early_stopping 0 stopped at once
+                raise BertkitError(f"{source}: '{name}' must be positive (or unset: {unset})")
         if self.max_steps is not None and self.max_steps <= 0 or self.epochs <= 0:
             raise BertkitError(f"{source}: 'max_steps' and 'epochs' must be positive")
         if not self.lr >= 0 or not self.weight_decay >= 0:  # `not >=`: NaN too
