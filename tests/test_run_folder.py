@@ -86,3 +86,24 @@ def test_a_resume_given_other_settings_says_which(tiny_bert, sst2_dir, tmp_path,
     assert main([*run, "--max-steps", "4", "--lr", "1e-3", "--output-dir", str(tmp_path / "b"), "--resume"]) == 0
     err = capsys.readouterr().err
     assert "resumed from" in err and "differs" not in err
+
+
+def test_resume_refuses_a_folder_of_the_other_kind_of_run(tiny_bert, sst2_dir, tmp_path, capsys):
+    """`--resume --seeds` into a single run's folder wrote seed-N folders beside it and replaced its report.md;
+    `--resume` without --seeds into a seeds folder trained a new run there ("no usable checkpoint")."""
+    one, per_seed = tmp_path / "one", tmp_path / "per-seed"
+    (one / "checkpoints").mkdir(parents=True)
+    (one / "config.yaml").write_text("task: sequence-classification\n")
+    (per_seed / "seed-13").mkdir(parents=True)
+    (per_seed / "seed-42").mkdir()
+    (per_seed / "report.md").write_text("# seeds\n")
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    base = ["finetune", "sst2", "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--resume"]
+    for args, said in (
+            (["--output-dir", str(one), "--seeds", "1,2"], f"--resume --seeds: {one} holds one run, not one per seed"),
+            (["--output-dir", str(per_seed)], f"--resume: {per_seed} holds one run per seed (13, 42): give its "
+                                              "--seeds again"),
+            ([], "--resume needs --output-dir: the folder of the run to continue")):
+        assert main([*base, *args]) == 2
+        assert said in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before

@@ -24,6 +24,21 @@ def not_empty(path) -> str:
     return f"output folder {path} is not empty; pass --resume to continue it, or a new --output-dir"
 
 
+def resumable(out: Path, seeds) -> None:
+    """`--resume` into `out`: a folder that holds the other kind of run (one run / one per seed) is refused; the
+    seeds' runs were written into a single run's folder, or a new run into a seeds folder, its report replaced."""
+    if not out.is_dir():
+        raise BertkitError(f"--resume: {out} does not exist (--resume continues the run in --output-dir)")
+    per_seed = (out / "summary.json").is_file() or any(p.is_dir() for p in out.glob("seed-*"))
+    one = (out / "config.yaml").is_file() or (out / "checkpoints").is_dir()
+    if seeds and one and not per_seed:
+        raise BertkitError(f"--resume --seeds: {out} holds one run, not one per seed (resume it without --seeds, or "
+                           "give a new --output-dir)")
+    if not seeds and per_seed and not one:
+        names = sorted(p.name.removeprefix("seed-") for p in out.glob("seed-*") if p.is_dir())
+        raise BertkitError(f"--resume: {out} holds one run per seed ({', '.join(names)}): give its --seeds again")
+
+
 class RunFolder:
     """`with RunFolder(out, resume, renamable) as path:` the folder this run writes, held until the block ends."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import BertkitError
 from ..utils import say
-from .folder import RunFolder, not_empty
+from .folder import RunFolder, not_empty, resumable
 
 
 def default_output_dir(cfg) -> str:
@@ -40,8 +40,10 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
     check_precision(cfg.compute.precision, processes.device)  # a precision this device lacks: refused before loading
     memory = MemoryLog(processes.device)
     out = Path(cfg.output_dir or launch.main_value(processes, default_output_dir(cfg)))  # one name for all
-    if resume and not out.is_dir():
-        raise BertkitError(f"--resume: {out} does not exist")
+    if resume and not cfg.output_dir:
+        raise BertkitError("--resume needs --output-dir: the folder of the run to continue")
+    if resume:
+        resumable(out, seeds)
     if not resume and cfg.output_dir and out.exists() and any(out.iterdir()):  # the default name moves on
         raise BertkitError(not_empty(out))
     task = get_task(cfg.task).resolve(cfg.task_options)
