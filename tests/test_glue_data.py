@@ -95,6 +95,19 @@ def test_qnli_without_train_names_the_carved_split(tmp_path):
     assert again["text"] == held["text"] and again["label"] == held["label"]  # evaluate finds the same split
 
 
+def test_carve_eval_reads_every_file_it_is_given(tmp_path):
+    """--carve-eval left an existing training file unread (train.tsv's rows never trained) and every validation
+    file after the first out of the results, without a word."""
+    write(tmp_path / "dev.tsv", QNLI)
+    write(tmp_path / "other.tsv", QNLI.split("\n", 1)[0] + "\n" + QNLI.split("\n")[5] + "\n")
+    train, evals, _ = load("qnli", tmp_path, carve_eval=20, validation_files=["dev.tsv", "other.tsv"])
+    assert list(evals) == ["dev_carved20", "other"] and len(evals["other"]) == 1
+    write(tmp_path / "train.tsv", QNLI)
+    with pytest.raises(DataError, match="train.tsv: the training file is here: --carve-eval 20 trains on part of "
+                                        r"dev.tsv, for a task without one \(leave out --carve-eval\)"):
+        load("qnli", tmp_path, carve_eval=20)
+
+
 def fake_hub(monkeypatch, splits: dict):
     """Serve `datasets.load_dataset(name, config, split=...)` from memory, as online."""
     calls = []

@@ -206,6 +206,9 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
     train_path = local_path(data_dir, source) if o.carve_eval else training_file(cfg, data_dir)
     if not train_path.is_file() and not o.carve_eval:
         raise _missing_train(cfg, train_path, data_dir)
+    if o.carve_eval and cfg.train_file and local_path(data_dir, cfg.train_file).is_file():  # was left unread
+        raise DataError(f"the training file is here: --carve-eval {o.carve_eval} trains on part of {source}, for a "
+                        "task without one (leave out --carve-eval)", file=local_path(data_dir, cfg.train_file))
     eval_at = eval_paths(cfg, data_dir)
     if not label_names and o.problem_type != REGRESSION:  # discover the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
@@ -213,6 +216,9 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
     if o.carve_eval:
         whole = read_classification_file(train_path, **args, label_names=label_names)
         train, evals = carve(o, whole, train_path.stem, o.carve_eval)
+        for path in eval_at[1:]:  # the other validation files evaluate too (were left out without a word)
+            evals[path.stem] = datasets.Dataset.from_dict(read_classification_file(path, **args,
+                                                                                   label_names=label_names))
         return (_first(train, cfg.max_train_samples), {k: _first(v, cfg.max_eval_samples) for k, v in evals.items()},
                 label_names)
     train = read_classification_file(train_path, **args, label_names=label_names, max_samples=cfg.max_train_samples)
