@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -258,3 +259,55 @@ def test_a_task_on_a_pooled_head_uses_the_pooler_unless_it_says_otherwise():
         assert run_config(task="pairs-pooled-test", reinit_pooler=True).reinit_pooler
     finally:
         del registry._TASKS["pairs-pooled-test"]
+
+
+def test_a_tasks_broken_contract_is_one_line_naming_its_method(tiny_bert, tmp_path):
+    """A task of one's own whose `score` gave a prediction short wrote a predictions file short of a row (exit 0)
+    and failed in `predict` later (zip); an `encode` without `length`, no `auto_model_class`, or a loaded model
+    given to from_pretrained, were tracebacks from inside bertkit."""
+    from transformers import AutoModelForSequenceClassification
+
+    from bertkit import SequenceClassification, Trainer
+    from bertkit.errors import BertkitError
+    from bertkit.tasks import Task
+
+    from .conftest import cloze_registered, small_config, write_sst2
+
+    data = write_sst2(tmp_path / "sst2", n_train=32, n_dev=8)
+    cfg = small_config(data, tmp_path / "run", max_steps=2)
+
+    class Short(SequenceClassification):
+        def score(self, outputs, examples, features, metric_hooks):
+            metrics, predictions = super().score(outputs, examples, features, metric_hooks)
+            return metrics, predictions[:-1]
+
+    class NoLength(SequenceClassification):
+        def encode(self, examples):
+            return super().encode(examples).remove_columns("length")
+
+    train, evals, names = SequenceClassification.load_data(cfg)
+    for cls, said in ((Short, "Short.score gave 7 predictions for 8 examples (one per example, in their order"),
+                      (NoLength, "NoLength.encode gave no 'length' column")):
+        task = cls.from_pretrained(str(tiny_bert), label_names=names)
+        with pytest.raises(BertkitError, match=re.escape(said)):
+            Trainer(task, small_config(data, tmp_path / cls.__name__, max_steps=2)).fit(train, evals)
+    assert not (tmp_path / "Short" / "predictions_dev.jsonl").exists()
+    with cloze_registered() as Cloze:  # a task on the default predict_rows (encode, then score)
+        class ShortCloze(Cloze):
+            def score(self, outputs, examples, features, metric_hooks):
+                metrics, predictions = super().score(outputs, examples, features, metric_hooks)
+                return metrics, predictions[:-1]
+
+        cloze = ShortCloze.from_pretrained(str(tiny_bert))
+        with pytest.raises(BertkitError, match=re.escape("ShortCloze.score gave 1 predictions for 2 examples")):
+            cloze.predict_rows([{"text": "a [MASK] film"}, {"text": "a dull [MASK]"}])
+
+    class Headless(Task):
+        name = "headless-test"
+
+    with pytest.raises(BertkitError, match="Headless has no auto_model_class"):
+        Headless.from_pretrained(str(tiny_bert))
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    with pytest.raises(BertkitError, match="from_pretrained takes a checkpoint's name or folder, got a "
+                                           "BertForSequenceClassification"):
+        SequenceClassification.from_pretrained(model)

@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from ..inference import forward_all
     from ..metrics import resolve_metrics
     from ..models import resolve_model
+    from ..tasks.contract import encoded, scored
     from ..utils import write_json
     from .common import load_for_inference, output_file
 
@@ -45,13 +46,13 @@ def run(args: argparse.Namespace) -> int:
         raise BertkitError(f"recipe {args.recipe} is a {cfg.task} recipe; {args.model} is a {task.name} model")
     split = Path(args.file).stem if args.file else args.split or task.main_split(cfg)
     examples = task.load_split(cfg, split, task.label_names, file=args.file)
-    features = task.encode(examples)
+    features = encoded(task, examples)
     if task.runner is not None:  # --backend onnx
         outputs = task.infer(features, args.batch_size, precision)
     else:
         outputs = forward_all(task, features, args.batch_size, precision, progress=True)
     hooks = resolve_metrics(cfg.metrics, builtins=task.metric_builtins, num_labels=len(task.label_names))
-    metrics, _ = task.score(outputs, examples, features, hooks)
+    metrics, _ = scored(task, outputs, examples, features, hooks)
     result = {"name": cfg.name, "task": cfg.task, "split": split, "examples": len(examples), "precision": precision,
               **metrics}
     print(json.dumps(result, indent=2))

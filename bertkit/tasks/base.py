@@ -145,6 +145,12 @@ class Task(TaskIO):
         options are `options` (an `Options` instance) or given by name (`doc_pooling="mean"`); a bertkit run folder
         brings its own options and max length (its config.yaml) under those given here, so that evaluate and
         predict encode exactly as the run did."""
+        if not hasattr(cls.auto_model_class, "from_pretrained"):
+            raise BertkitError(f"{cls.__name__} has no auto_model_class (its head: transformers' AutoModelFor...)")
+        if not isinstance(name, (str, Path)):
+            raise BertkitError(f"from_pretrained takes a checkpoint's name or folder, got a {type(name).__name__}; "
+                               f"a model loaded already: {cls.__name__}(model, tokenizer, label_names)")
+        name = str(name)
         label_names = label_list(label_names) if label_names else label_names  # before the model loads
         path, local = resolve_model(name)
         saved_length, base = cls.run_settings(path) if local else (None, None)

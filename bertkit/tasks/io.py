@@ -12,6 +12,7 @@ import torch
 
 from ..errors import DataError
 from ..utils import quiet_maps
+from .contract import encoded, scored
 from .requests import check_rows, plain_rows, rows_request
 
 
@@ -26,8 +27,8 @@ class TaskIO:
         if not rows:
             return []
         examples = self.examples(datasets.Dataset.from_list([{k: r[k] for k in self.input_fields} for r in rows]))
-        features = self.encode(examples)
-        _, predictions = self.score(self.infer(features, batch_size, precision), examples, features, None)
+        features = encoded(self, examples)
+        _, predictions = scored(self, self.infer(features, batch_size, precision), examples, features, None)
         return predictions
 
     @classmethod

@@ -37,6 +37,7 @@ from ..device import matmul_precision
 from ..errors import BertkitError, Stopped
 from ..memory import MemoryLog
 from ..metrics import resolve_metrics
+from ..tasks.contract import encoded, scored
 from ..tasks.inputs import named_sets
 from ..trackers import check_trackers
 from ..utils import set_seed
@@ -96,7 +97,7 @@ class Trainer:
             with self.memory.phase("evaluation"), matmul_precision(self.precision):
                 outputs = self._outputs(features)
             with self.memory.phase("post-processing"):
-                metrics[name], predictions[name] = self.task.score(outputs, examples, features, self.metric_hooks)
+                metrics[name], predictions[name] = scored(self.task, outputs, examples, features, self.metric_hooks)
         return metrics, predictions
 
     def _outputs(self, features) -> list[dict]:
@@ -147,8 +148,8 @@ class Trainer:
         self.cfg = cfg = trained_config(cfg, self.task)
         evals = {k: _examples(self.task, v, f"evals[{k!r}]") for k, v in named_sets(evals).items()}
         with acc.main_process_first(), self.memory.phase("encode"):  # the main process fills the feature cache
-            features = self.task.encode(train)
-            eval_sets = {k: (v, self.task.encode(v)) for k, v in evals.items()}
+            features = encoded(self.task, train)
+            eval_sets = {k: (v, encoded(self.task, v)) for k, v in evals.items()}
         multiple = cfg.compute.pad_to_multiple or default_pad_multiple(acc.device.type, cfg.max_length)
         if multiple:
             self.task.pad_to_multiple_of(multiple)

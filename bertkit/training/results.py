@@ -13,6 +13,7 @@ import time
 from ..config_files import to_yaml
 from ..errors import BertkitError
 from ..report import write_report
+from ..tasks.contract import encoded
 from ..utils import append_jsonl, atomic_path, package_versions, truncate_jsonl, write_json
 from . import checkpoints
 
@@ -125,7 +126,7 @@ def finish(trainer, state: dict, eval_sets: dict, test) -> dict:
     if test is not None:
         test = task.examples(test)
         with acc.main_process_first():
-            test_set = {"test": (test, task.encode(test))}
+            test_set = {"test": (test, encoded(task, test))}
         test_metrics, test_predictions = trainer.evaluate(test_set)
         metrics.update(test_metrics)
         predictions.update(test_predictions)
