@@ -110,6 +110,13 @@ def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_befo
     assert plan["measured_gib"]["16"] < 16
     assert "batch_size: 16\ngrad_accum: 1\n" in (tmp_path / "fits" / "config.yaml").read_text()
     assert "memory budget 16GB: micro-batch 16 × accumulation 1" in capsys.readouterr().err
+    config = tmp_path / "fits" / "config.yaml"  # as if its probe had chosen 4 × 4: a resume keeps that, unprobed
+    config.write_text(config.read_text().replace("batch_size: 16\ngrad_accum: 1\n", "batch_size: 4\ngrad_accum: 4\n"))
+    assert main([*args[:-4], "--max-steps", "6", "--max-length", "32", "--memory-budget", "16GB", "--output-dir",
+                 str(tmp_path / "fits"), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "memory budget 16GB: the run's own plan, micro-batch 4 × accumulation 4 (resumed: not probed again)" in err
+    assert "measured peaks" not in err and "batch_size: 4\ngrad_accum: 4\n" in config.read_text()
     assert main([*args, "--memory-budget", "100MB", "--output-dir", str(tmp_path / "too-small")]) == 2
     err = capsys.readouterr().err
     assert "--memory-budget 100MB: the run does not fit; the smallest configuration (micro-batch 1 with gradient " \

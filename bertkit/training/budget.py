@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -82,6 +83,32 @@ def agreed_plan(state, *args, **kw):
     if isinstance(result, BertkitError):
         raise result
     return result
+
+
+def kept_plan(recorded: Path, cfg, log=print):
+    """On --resume: the micro-batch, accumulation and checkpointing the run's config.yaml records (for the same
+    budget and effective batch), or None. A probe measures near the budget's edge, so two probes may choose
+    differently, and a resumed run must take its batches as it began (it probed again until 2026-11-30)."""
+    from ..utils import load_yaml
+
+    try:
+        old = load_yaml(recorded) if recorded.is_file() else None
+    except BertkitError:
+        return None
+    compute = old.get("compute") if isinstance(old, dict) else None
+    if not isinstance(compute, dict) or compute.get("memory_budget") != cfg.compute.memory_budget:
+        return None
+    micro, accumulation = old.get("batch_size"), old.get("grad_accum")
+    if type(micro) is not int or type(accumulation) is not int or micro < 1 or accumulation < 1 \
+            or micro * accumulation != cfg.batch_size * cfg.grad_accum:
+        return None
+    checkpointing = compute.get("gradient_checkpointing") is True
+    log(f"memory budget {cfg.compute.memory_budget}: the run's own plan, micro-batch {micro} × accumulation "
+        f"{accumulation}{' with gradient checkpointing' if checkpointing else ''} (resumed: not probed again)")
+    return (cfg.replace("--memory-budget", batch_size=micro, grad_accum=accumulation,
+                        gradient_checkpointing=checkpointing),
+            {"kept_on_resume": True, "micro_batch": micro, "grad_accum": accumulation,
+             "gradient_checkpointing": checkpointing})
 
 
 def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, log=print):

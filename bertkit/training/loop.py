@@ -157,10 +157,10 @@ class Trainer:
         cpu, gpu = unsharded and acc.device.type == "cpu", unsharded and acc.device.type == "cuda"
         self.budget_plan = None
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
-            from .budget import agreed_plan
+            from .budget import agreed_plan, kept_plan
 
-            self.cfg, self.budget_plan = agreed_plan(acc.state, self.task, cfg, features, self.precision, acc.device,
-                                                     cpu, self.log)
+            self.cfg, self.budget_plan = (self.resume and kept_plan(self.output_dir / "config.yaml", cfg, self.log)) \
+                or agreed_plan(acc.state, self.task, cfg, features, self.precision, acc.device, cpu, self.log)
             cfg = self.cfg
             if not unsharded:
                 self.log(f"memory budget under {acc.distributed_type.name}: the probe trained the whole model, where "
