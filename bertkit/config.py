@@ -171,7 +171,8 @@ class RunConfig:
     # where to write
     output_dir: str | None = option(None, "Run folder, one run at a time (default: runs/<name>-<model>-<time>, "
                                                      "then -2, -3 for runs started in the same second).")
-    save_every: int | None = option(None, "Save a resumable checkpoint every N steps (always at each evaluation).")
+    save_every: int | None = option(None, "Save a resumable checkpoint every N steps (always at each evaluation; 0: "
+                                          "only there).")
     keep_checkpoints: int = option(2, "How many resumable checkpoints to keep.")
     report_to: list[str] = option([], "Experiment trackers through accelerate, e.g. tensorboard (written under "
                                       "<output_dir>/trackers; offline), wandb, mlflow: whichever are installed.")
@@ -204,9 +205,11 @@ class RunConfig:
             if getattr(self, name) <= 0:
                 raise BertkitError(f"{source}: '{name}' must be positive")
         for name, unset in (("max_train_samples", "every example"), ("max_eval_samples", "every example"),
-                            ("early_stopping", "no early stop"), ("save_every", "at evaluations only")):
+                            ("early_stopping", "no early stop")):
             if getattr(self, name) is not None and getattr(self, name) <= 0:  # early_stopping 0 stopped at once
                 raise BertkitError(f"{source}: '{name}' must be positive (or unset: {unset})")
+        if self.save_every is not None and self.save_every < 0:
+            raise BertkitError(f"{source}: 'save_every' must be 0 or more (0 or unset: at evaluations only)")
         if self.max_steps is not None and self.max_steps <= 0 or self.epochs <= 0:
             raise BertkitError(f"{source}: 'max_steps' and 'epochs' must be positive")
         if not self.lr >= 0 or not self.weight_decay >= 0:  # `not >=`: NaN too

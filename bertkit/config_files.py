@@ -80,6 +80,8 @@ def load_recipe(name: str, overrides: dict | None = None, source: str = "overrid
     path = recipe_path(name)
     values = upgrade_flat(read_yaml(path), strict=True)
     values.setdefault("name", path.stem)
+    if path.parent != RECIPES_DIR and isinstance(values.get("data_dir"), str):
+        values["data_dir"] = _data_dir_of(values["data_dir"], path)
     tuned = values.pop("model_overrides", None) or {}
     values.pop("search_space", None)  # `bertkit search`'s (bertkit/hpsearch.py), not a run's
     if not isinstance(tuned, dict) or not all(isinstance(v, dict) for v in tuned.values()):
@@ -98,6 +100,16 @@ def load_recipe(name: str, overrides: dict | None = None, source: str = "overrid
             if fields.get("main_metric") not in listed:
                 fields.pop("main_metric", None)
     return resolve([recipe, (chosen, f"{path}: model_overrides.{model}", True), (overrides, source, True)])
+
+
+def _data_dir_of(data_dir: str, recipe: Path) -> str:
+    """A recipe file's relative `data_dir`, made absolute (as `--data-dir`'s is): the working folder's where it is
+    one, else the one beside the recipe file (a run started elsewhere: `bertkit finetune ../my.yaml`); as written
+    where neither is (said when the data loads). It was kept relative, so evaluate found no data elsewhere."""
+    if Path(data_dir).is_absolute() or Path(data_dir).is_dir():
+        return str(Path(data_dir).resolve())
+    beside = recipe.parent / data_dir
+    return str(beside.resolve()) if beside.is_dir() else data_dir
 
 
 # --- run folders ------------------------------------------------------------------------------------------------

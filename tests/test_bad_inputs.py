@@ -125,7 +125,7 @@ OTHER = [  # inputs that are not files of the corpus
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--early-stopping", "0"],  # was one eval
      "'early_stopping' must be positive (or unset: no early stop)"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--save-every", "-3"],
-     "'save_every' must be positive (or unset: at evaluations only)"),
+     "'save_every' must be 0 or more (0 or unset: at evaluations only)"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--lr", "-0.5"],  # was torch's traceback
      "'lr' and 'weight_decay' must be ≥ 0"),
     (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--warmup-ratio", "10"],  # was trained

@@ -346,3 +346,18 @@ def test_a_run_builds_its_config_once(name, tiny_bert, tmp_path_factory, tmp_pat
         assert main([*args, "--max-steps", "2", "--eval-every", "2", "--save-every", "0"]) == 0
     resolved = built.index("command line")  # before it, the recipe's model_overrides are each checked
     assert [b for b in built[resolved:] if not b.endswith("config.yaml")] == ["command line", "the run"]
+
+
+def test_a_recipe_files_relative_data_dir_is_written_absolute(tmp_path, monkeypatch):
+    """`data_dir: mydata` in a recipe file of one's own was kept relative: `evaluate --model RUN` from another
+    folder said "--data-dir mydata is not a folder" (a flag never given), and the recipe run from elsewhere too."""
+    (tmp_path / "project" / "mydata").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "here").mkdir(parents=True)
+    recipe = tmp_path / "project" / "my.yaml"
+    recipe.write_text("task: sequence-classification\nmetrics: [accuracy]\ndata_dir: mydata\n")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert load_recipe(str(recipe)).data_dir == str(tmp_path / "project" / "mydata")  # beside the recipe
+    recipe.write_text("task: sequence-classification\nmetrics: [accuracy]\ndata_dir: here\n")
+    assert load_recipe(str(recipe)).data_dir == str(tmp_path / "elsewhere" / "here")  # the working folder's first
+    recipe.write_text("task: sequence-classification\nmetrics: [accuracy]\ndata_dir: nowhere\n")
+    assert load_recipe(str(recipe)).data_dir == "nowhere"  # said as written when the data loads
