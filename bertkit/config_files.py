@@ -59,7 +59,10 @@ def recipe_path(name: str) -> Path:
 
 
 def read_yaml(path: Path) -> dict:
-    values = load_yaml(path) or {}
+    values = load_yaml(path)
+    if values is None:  # an empty file (was "No local data for '<its name>'", the defaults' data)
+        raise BertkitError(f"{path}: the recipe is empty (a mapping of key: value: task, train_file, ...; `bertkit "
+                           "recipes show sst2` shows one)")
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: a recipe must be a mapping of key: value")
     return values

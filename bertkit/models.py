@@ -38,6 +38,12 @@ def resolve_model(name: str) -> tuple[str, bool]:
             if seeds:  # `finetune --seeds`: one run per seed below
                 raise BertkitError(f"model folder {path} holds one run per seed ({', '.join(seeds)}): give one of "
                                    f"them, e.g. {path / seeds[0]}")
+            if (path / "checkpoints").is_dir() and (path / "config.yaml").is_file():  # a run stopped before its end
+                best = path / "checkpoints" / "best"
+                raise BertkitError(f"model folder {path} is a run that has not finished (no config.json yet): "
+                                   "`bertkit finetune ... --output-dir` it with --resume"
+                                   + (f", or use its best weights so far, {best}" if (best / "config.json").is_file()
+                                      else ""))
             raise BertkitError(f"model folder {path} has no config.json (is it a Hugging Face checkpoint?)")
         return str(path), True
     if _names_a_folder(name):

@@ -19,4 +19,5 @@ def check_trackers(names: list[str]) -> None:
         if name not in known:
             raise BertkitError(f"--report-to {name}: unknown tracker (accelerate knows: {', '.join(sorted(known))})")
         if name not in available:
-            raise BertkitError(f"--report-to {name}: the {name} package is not installed (pip install {name})")
+            install = "'bertkit[trackers]'" if name == "tensorboard" else name  # the extra holds the tested floor
+            raise BertkitError(f"--report-to {name}: the {name} package is not installed (pip install {install})")

@@ -108,6 +108,8 @@ CASES = [  # (file in tests/data/bad, command, expected message)
                                              "mapping)"),
     ("recipe_flat_task_option.yaml", RECIPE, "recipe_flat_task_option.yaml: 'ner_context' is an option of the "
                                              "token-classification task: put it under task_options:"),
+    ("recipe_empty.yaml", RECIPE, "recipe_empty.yaml: the recipe is empty (a mapping of key: value"),  # was "No
+    # local data for 'recipe_empty'", the defaults' data
     ("recipe_group_not_mapping.yaml", RECIPE, "recipe_group_not_mapping.yaml: 'compute' must be a mapping of its "
                                               "fields, got 'fp32'"),
 ]
@@ -150,6 +152,12 @@ OTHER = [  # inputs that are not files of the corpus
     (SST2 + [str(GOOD / "dev.tsv"), "--tasks", "cola"], "--tasks is for `bertkit finetune glue` only"),
     (SST2 + [str(GOOD / "dev.tsv"), "--max-length", "600"],  # was a size error in the model at a long sentence
      "max_length 600: the model takes at most 512 tokens in a sequence"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--seeds", "1,2", "--seed", "5"],  # --seed was not used
+     "--seed 5 and --seeds 1,2: give one (--seeds runs once per seed, each as --seed N)"),
+    (["evaluate", "--model", "{clf}", "--recipe", "sst2", "--file", str(GOOD / "dev.tsv"), "--split", "dev"],
+     "--file " + str(GOOD / "dev.tsv") + " and --split dev: give one"),  # --split was not used
+    (["finetune", "sst2", "--model", "{tiny}", "--output-dir", "{out}", "--resume"],
+     "does not exist (--resume continues the run in --output-dir)"),
 ]
 
 

@@ -206,3 +206,19 @@ def test_carve_needs_both_parts(tmp_path):
     write(tmp_path / "dev.tsv", "index\tquestion\tsentence\tlabel\n0\tq?\ts.\tentailment\n")
     with pytest.raises(BertkitError, match="leaves an empty part"):
         load("qnli", tmp_path, carve_eval=20)
+
+
+def test_evaluating_a_carved_runs_whole_file_says_it_is_not_held_out(tmp_path, tiny_bert, capsys):
+    """`evaluate --split dev` on a --carve-eval run scored every row, most of them trained on, without a word."""
+    from bertkit.cli import main
+
+    write(tmp_path / "dev.tsv", QNLI)
+    run = tmp_path / "run"
+    assert main(["finetune", "qnli", "--model", str(tiny_bert), "--data-dir", str(tmp_path), "--carve-eval", "20",
+                 "--max-steps", "2", "--precision", "fp32", "--output-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run), "--split", "dev"]) == 0
+    assert "dev: the run trained on 80 % of it (--carve-eval 20), so this is not a held-out score; dev_carved20 is " \
+           "its held-out part" in capsys.readouterr().err
+    assert main(["evaluate", "--model", str(run)]) == 0  # its own split: nothing to say
+    assert "held-out" not in capsys.readouterr().err

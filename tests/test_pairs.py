@@ -119,6 +119,10 @@ def test_multi_seed_run_writes_mean_and_std(tmp_path, tiny_bert, capsys):
     lines.write_text("the film is\ta great plot\nthe film is\n")
     assert main(["predict", "--model", str(out / "seed-13"), "--input", str(lines)]) == 2
     assert f"{lines}, line 2: this model classifies pairs of texts" in capsys.readouterr().err
+    lines.write_text("the film is\ta great\tplot\n")  # a third field was read into the second text
+    assert main(["predict", "--model", str(out / "seed-13"), "--input", str(lines)]) == 2
+    assert f"{lines}, line 1: this model classifies pairs of texts: give each line as a text, a tab, the second " \
+           "text (found 3 fields)" in capsys.readouterr().err
     assert main(["predict", "--model", str(out), "--input", str(inp)]) == 2  # the seeds' folder: which seed's?
     assert f"error: model folder {out} holds one run per seed (seed-13, seed-42): give one of them, e.g. " \
            f"{out / 'seed-13'}\n" in capsys.readouterr().err

@@ -107,3 +107,32 @@ def test_resume_refuses_a_folder_of_the_other_kind_of_run(tiny_bert, sst2_dir, t
         assert main([*base, *args]) == 2
         assert said in capsys.readouterr().err
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
+def test_an_unfinished_run_folder_says_so_where_a_model_is_wanted(tmp_path):
+    """evaluate and predict on a run stopped before its end said "has no config.json (is it a Hugging Face
+    checkpoint?)"."""
+    from bertkit.models import resolve_model
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-0000004").mkdir(parents=True)
+    (run / "config.yaml").write_text("task: sequence-classification\n")
+    with pytest.raises(BertkitError, match="is a run that has not finished \\(no config.json yet\\): `bertkit "
+                                           "finetune ... --output-dir` it with --resume$"):
+        resolve_model(str(run))
+    (run / "checkpoints" / "best").mkdir()
+    (run / "checkpoints" / "best" / "config.json").write_text("{}")
+    with pytest.raises(BertkitError, match=f", or use its best weights so far, {run / 'checkpoints' / 'best'}$"):
+        resolve_model(str(run))
+
+
+def test_epochs_beside_a_recipes_max_steps_is_said(tiny_bert, sst2_dir, tmp_path, capsys):
+    """A recipe's max_steps decided the run's length over a given --epochs without a word."""
+    recipe = tmp_path / "steps.yaml"
+    recipe.write_text("name: sst2\nmax_steps: 2\ntask_options: {label_names: [negative, positive]}\n"
+                      "metrics: [accuracy]\n"
+                      "validation_files: [dev.tsv]\n")
+    assert main(["finetune", str(recipe), "--model", str(tiny_bert), "--data-dir", str(sst2_dir), "--epochs", "1",
+                 "--output-dir", str(tmp_path / "run"), "--precision", "fp32"]) == 0
+    assert "--epochs 1.0: not used; the recipe's max_steps 2 decides the run's length (--max-steps none clears it)" \
+        in capsys.readouterr().err

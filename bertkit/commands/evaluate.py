@@ -20,14 +20,18 @@ EXAMPLE = """example:
 
 def run(args: argparse.Namespace) -> int:
     from ..config_files import load_recipe, load_run_config
+    from ..data.classification import carved_name
     from ..errors import BertkitError
     from ..inference import forward_all
     from ..metrics import resolve_metrics
     from ..models import resolve_model
     from ..tasks.contract import encoded, scored
-    from ..utils import write_json
+    from ..utils import say, write_json
     from .common import load_for_inference, output_file
 
+    if args.file and args.split:  # --split was not used
+        raise BertkitError(f"--file {args.file} and --split {args.split}: give one (--file scores that file, --split "
+                           "one of the run's data)")
     if args.max_samples is not None and args.max_samples <= 0:
         raise BertkitError("--max-samples must be positive")
     output_file(args.output, args.file)
@@ -45,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if cfg.task != task.name:
         raise BertkitError(f"recipe {args.recipe} is a {cfg.task} recipe; {args.model} is a {task.name} model")
     split = Path(args.file).stem if args.file else args.split or task.main_split(cfg)
+    carved = getattr(cfg.task_options, "carve_eval", None)
+    if carved and not args.file and cfg.validation_files and split == Path(cfg.validation_files[0]).stem:
+        say(f"{split}: the run trained on {100 - carved} % of it (--carve-eval {carved}), so this is not a held-out "
+            f"score; {carved_name(split, carved)} is its held-out part")
     examples = task.load_split(cfg, split, task.label_names, file=args.file)
     features = encoded(task, examples)
     if task.runner is not None:  # --backend onnx

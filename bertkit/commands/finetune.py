@@ -155,14 +155,23 @@ def run_command(args: argparse.Namespace) -> int:
     from ..errors import BertkitError
     from ..training.runs import finetune
     from ..typed import check_type
+    from ..utils import say
 
+    overrides = overrides_from(args)
+    if args.seeds and "seed" in overrides:  # --seed was not used
+        raise BertkitError(f"--seed {overrides['seed']} and --seeds {args.seeds}: give one (--seeds runs once per "
+                           "seed, each as --seed N)")
     if args.recipe == "glue":
         from .glue import run_glue
 
-        return run_glue(args, overrides_from(args))
+        return run_glue(args, overrides)
     if args.tasks:
         raise BertkitError("--tasks is for `bertkit finetune glue` only")
     seeds = check_type("seeds", args.seeds, list[int]) if args.seeds else None
-    finetune(load_recipe(args.recipe, overrides_from(args), "command line"), seeds=seeds, resume=args.resume,
-             allow_pickle=args.allow_pickle, started=getattr(args, "started", None))
+    cfg = load_recipe(args.recipe, overrides, "command line")
+    if "epochs" in overrides and "max_steps" not in overrides and cfg.max_steps:
+        say(f"--epochs {overrides['epochs']}: not used; the recipe's max_steps {cfg.max_steps} decides the run's "
+            "length (--max-steps none clears it)")
+    finetune(cfg, seeds=seeds, resume=args.resume, allow_pickle=args.allow_pickle,
+             started=getattr(args, "started", None))
     return 0

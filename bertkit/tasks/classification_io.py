@@ -154,9 +154,10 @@ def read_texts(source: str, fmt: str, text_column: str | None, pair_column: str 
         rows = []
         for n, line in lines:
             text, tab, pair = line.strip("\r\n").partition("\t")
-            if not tab or not text.strip() or not pair.strip():
+            if not tab or not text.strip() or not pair.strip() or "\t" in pair:  # a third field was in the second
                 raise DataError("this model classifies pairs of texts: give each line as a text, a tab, the second "
-                                "text", file=source_name(source), line=n)
+                                f"text{f' (found {pair.count(chr(9)) + 2} fields)' if chr(9) in pair else ''}",
+                                file=source_name(source), line=n)
             rows.append({"text": text.strip(), "text_pair": pair.strip()})
         return rows
     if pair_column and pairs is False:
