@@ -98,3 +98,10 @@ def test_glue_resumes_task_by_task(tiny_bert, tmp_path):
     table = json.loads((out / "table.json").read_text())
     assert table["columns"]["STS-B"]["values"] == [[json.loads((out / "stsb" / "metrics.json").read_text())
                                                     ["sts-dev"]["spearman"]]]
+    # a later --resume (both finished: nothing trains) keeps the command that trained them in the table
+    proc = subprocess.run([sys.executable, "-m", "bertkit.cli", *args[:-6], "--output-dir", str(out), "--resume",
+                           "--tasks", "cola"], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = (out / "table.md").read_text()
+    assert text.index("--tasks cola,stsb --save-every 2") < text.index("--resume --tasks cola`") and "(before)" in text
+    assert "training loops 0 s in all" not in text

@@ -108,8 +108,9 @@ def glue_table(root: Path, sources: dict[str, str]) -> dict:
         splits, values, data, carved, seconds = _values(folder, metric)
         used = splits[:2] if task == "mnli" else splits[:1]
         table[name] = {"metric": metric, "splits": used, "values": [values[s] for s in used], "carved": carved}
+        spent = f"{seconds:.{1 if seconds < 10 else 0}f}"  # a tiny run's 0.3 s was "0 s"
         notes[name] = (f"{sources[task]}; " if task in sources else "") + ", ".join(
-            f"{k} {v} examples" for k, v in data.items()) + f"; training loops {seconds:.0f} s in all"
+            f"{k} {v} examples" for k, v in data.items()) + f"; training loops {spent} s in all"
         if task != "wnli":
             entries += table[name]["values"]
     seeds = {len(v) for v in entries}
@@ -133,6 +134,7 @@ def format_table(result: dict) -> str:
     wnli = result["columns"]["WNLI"]
     about = result.get("run", {})
     lines = [f"# GLUE, the BERT paper's Table 1 layout: {about.get('model', '?')}", "",
+             *[f"`{c}` (before)" for c in about.get("commands_before", [])],
              f"`{about.get('command', '?')}` ({about.get('date', '?')}; {about.get('hardware', '?')})", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(cells) + " |", "",
              f"WNLI (outside the average, as in the paper): {'—' if wnli is None else _cell(wnli['values'][0])}", "",
@@ -206,6 +208,9 @@ def run_glue(args: argparse.Namespace, overrides: dict) -> int:
     result["run"] = {"model": overrides.get("model") or "each recipe's model", "command": COMMAND[0],
                      "date": time.strftime("%Y-%m-%d %H:%M"), "hardware": hardware(),
                      "wall_seconds": round(time.perf_counter() - t0, 1)}
+    if args.resume and (root / "table.json").is_file():  # the commands before (a --tasks one wrote part of it)
+        before = json.loads((root / "table.json").read_text()).get("run", {})
+        result["run"]["commands_before"] = [*before.get("commands_before", []), before.get("command", "?")]
     text = format_table(result)
     write_json(root / "table.json", result)
     with atomic_path(root / "table.md") as tmp:
