@@ -106,6 +106,7 @@ for argv, says, unwritten in cases:
         code = main(argv)
     lines = err.getvalue().strip().splitlines()
     assert code == 2 and says in lines[-1] and "Traceback" not in err.getvalue(), (argv, code, err.getvalue()[-2000:])
+    assert len(lines) == 1, (argv, lines)  # said before anything else: --peft after the new head's line
     assert unwritten is None or not unwritten.exists(), (argv, sorted(p.name for p in unwritten.parent.iterdir()))
 print("ok")
 """

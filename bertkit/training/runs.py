@@ -13,7 +13,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from ..errors import BertkitError
+from ..errors import BertkitError, need_extra
+from ..trackers import check_trackers
 from ..utils import say
 from .folder import RunFolder, not_empty, resumable
 
@@ -35,6 +36,9 @@ def finetune(cfg, seeds: list[int] | None = None, resume: bool = False, allow_pi
 
     if seeds and len(set(seeds)) < len(seeds):
         raise BertkitError(f"--seeds {','.join(map(str, seeds))}: each seed once (a seed's run folder is seed-N)")
+    if cfg.peft.method != "none":  # before the model loads (its new head's line was said first)
+        need_extra("--peft", "peft", "peft")
+    check_trackers(cfg.report_to)
     t0 = time.perf_counter() if started is None else started
     processes = launch.start()  # joins the process group a launcher set up (torchrun, accelerate launch)
     check_precision(cfg.compute.precision, processes.device)  # a precision this device lacks: refused before loading
