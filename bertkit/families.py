@@ -2,7 +2,8 @@
 
 The tasks, the tokenizer loading, the training changes, LoRA and export ask these functions; no other module
 compares model types. A model type that is not in the table gets `UNKNOWN`: its tokenizer is used as it is, it
-gets no CPU speed-ups and peft chooses its LoRA layers.
+gets no CPU speed-ups, peft chooses its LoRA layers, and its position table is counted from after padding's (as
+RoBERTa's kin, CamemBERT and MPNet, count it; at worst one position short).
 
 | family | token types | pre-split words | pre-trained pooled [CLS] | first token | CPU speed-ups | LoRA layers |
 |---|---|---|---|---|---|---|
@@ -58,6 +59,7 @@ class Family:
     cpu_speedups: tuple[str, ...] = ()  # measured on this family
     lora_targets: tuple[str, ...] | None = None  # None: peft's default for the family
     positions: str = "table"  # a learned table ("table"), one whose rows start after padding's, "relative", "rotary"
+    # ("unknown": a family not in the table, counted as after padding's: RoBERTa's kin, CamemBERT and MPNet, are)
     known: bool = True
 
 
@@ -74,7 +76,7 @@ FAMILIES = {f.name: f for f in (
     Family("modernbert", token_types=False, prefix_space=True, head_dense="head.dense", word_marker="Ġ",
            lora_targets=("Wqkv",), positions="rotary"),
 )}
-UNKNOWN = Family("", token_types=True, pooler="base_model.pooler", known=False)
+UNKNOWN = Family("", token_types=True, pooler="base_model.pooler", positions="unknown", known=False)
 
 
 def family(config) -> Family:
@@ -97,7 +99,9 @@ def max_positions(config) -> int | None:
     kind, rows = family(config).positions, getattr(config, "max_position_embeddings", None)
     if rows is None or (kind in ("relative", "rotary") and not getattr(config, "position_biased_input", False)):
         return None
-    return rows - (config.pad_token_id + 1 if kind == "after padding" else 0)
+    padding = getattr(config, "pad_token_id", None)
+    after = kind == "after padding" or (kind == "unknown" and padding is not None)  # at worst a position short
+    return rows - (padding + 1 if after else 0)
 
 
 def fit_tokenizer(tokenizer, config):

@@ -476,3 +476,23 @@ def test_only_families_py_compares_model_types():
             if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "model_type"
                                                      for n in ast.walk(node)):
                 raise AssertionError(f"{path}:{node.lineno}: compares model_type outside bertkit/families.py")
+
+
+@pytest.mark.parametrize("config_class, pad, expected", [("CamembertConfig", 1, 256), ("MPNetConfig", 1, 256),
+                                                         ("MegatronBertConfig", 0, 257)])
+def test_a_family_outside_the_table_is_counted_after_its_padding(config_class, pad, expected):
+    """CamemBERT and MPNet (RoBERTa's kin, not in the table) were said to take 258 tokens of a 258-row table; a
+    run at 258 failed inside the model (index out of range) and left a run folder behind. A family not in the table
+    is counted as after padding's: at worst one position short, never over."""
+    import torch
+    import transformers
+
+    from bertkit.families import max_positions
+
+    config = getattr(transformers, config_class)(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                                                 num_attention_heads=2, intermediate_size=32,
+                                                 max_position_embeddings=258, pad_token_id=pad)
+    assert max_positions(config) == expected
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():  # the limit runs
+        model(input_ids=torch.full((1, expected), 5), attention_mask=torch.ones(1, expected, dtype=torch.long))
