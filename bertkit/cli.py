@@ -95,13 +95,17 @@ def _aliases_once(text: str) -> str:
     return _ALIASES.sub(once, text)
 
 
+NUMBER_LISTS = ("--layers", "--class-weights")  # comma-separated numbers, which may begin with "-"
+
+
 def layers_joined(argv: list[str]) -> list[str]:
     """`--layers -1,-2` as `--layers=-1,-2`: argparse takes a value that begins with "-" and is not one number for
-    a flag ("expected one argument"), and layers count back from the last with negative numbers."""
+    a flag ("expected one argument"), and layers count back from the last with negative numbers (a class weight
+    below 0 is refused by its own check, `--class-weights -1,2`: was argparse's "expected one argument")."""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1] == "--layers" and re.match(r"-\d", arg):
-            out[-1] = f"--layers={arg}"
+        if out and out[-1] in NUMBER_LISTS and re.match(r"-\d", arg):
+            out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)
     return out

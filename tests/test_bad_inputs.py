@@ -152,6 +152,8 @@ OTHER = [  # inputs that are not files of the corpus
     (SST2 + [str(GOOD / "dev.tsv"), "--tasks", "cola"], "--tasks is for `bertkit finetune glue` only"),
     (SST2 + [str(GOOD / "dev.tsv"), "--max-length", "600"],  # was a size error in the model at a long sentence
      "max_length 600: the model takes at most 512 tokens in a sequence"),
+    (SST2 + [str(GOOD / "dev.tsv"), "--class-weights", "-1,2"], "'class_weights' must be positive"),  # was
+    # argparse's "expected one argument"
     (SST2 + [str(GOOD / "dev.tsv"), "--seeds", "1,2", "--seed", "5"],  # --seed was not used
      "--seed 5 and --seeds 1,2: give one (--seeds runs once per seed, each as --seed N)"),
     (["evaluate", "--model", "{clf}", "--recipe", "sst2", "--file", str(GOOD / "dev.tsv"), "--split", "dev"],
