@@ -174,6 +174,43 @@ def autocast(precision: str, device: torch.device, cache: bool = True):
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=cache)
 
 
+def model_precision(choice: PrecisionChoice, requested: str, model) -> PrecisionChoice:
+    """`choice` where `model`'s encoder runs one forward pass under its autocast (`probe_ids`, on the device its
+    weights are on); else, where the same pass runs in fp32, fp32 for 'auto' (the reason says why) and for an
+    asked-for bf16 or fp16 the error naming the model and what failed (DeBERTa v1's attention adds fp32 biases to
+    bf16 projections and fills the mask with fp32's minimum, which overflows bf16 and fp16). Before anything is
+    written: a model that fails at its first step would leave a half-written run folder."""
+    if choice.precision not in ("bf16", "fp16"):
+        return choice
+    error = _probe_error(model, choice.precision)
+    if error is None or _probe_error(model, "fp32") is not None:  # a model that fails in fp32 too: not precision's
+        return choice
+    import transformers
+
+    cause = (f"{type(model).__name__} of transformers {transformers.__version__} cannot run under "
+             f"{choice.precision} autocast ({error})")
+    if requested == "auto":
+        return PrecisionChoice("fp32", f"auto: {cause}", choice.evidence)
+    raise BertkitError(f"--precision {requested}: {cause}; use --precision fp32")
+
+
+def _probe_error(model, precision: str) -> str | None:
+    """'ErrorType: message' of one no-grad eval forward of `model`'s encoder under `precision`'s autocast, or None
+    where it runs; the model's mode is left as it was."""
+    encoder = getattr(model, "base_model", model)
+    was_training = encoder.training
+    device = next(model.parameters()).device
+    ids = probe_ids(model, device)  # [1, 8]
+    try:
+        with torch.no_grad(), autocast(precision, device):
+            encoder.eval()(input_ids=ids, attention_mask=torch.ones_like(ids))
+    except RuntimeError as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        encoder.train(was_training)
+    return None
+
+
 def probe_ids(model, device: torch.device) -> torch.Tensor:
     """A dummy input for one check forward pass of `model`'s encoder: [1, 8] token ids 1..8 (within its vocabulary)."""
     return torch.arange(8).remainder(model.config.vocab_size - 1).add(1).unsqueeze(0).to(device)  # [1, 8]

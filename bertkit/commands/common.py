@@ -47,7 +47,7 @@ def load_for_inference(args):
     """The task matching the checkpoint's head, on the best device, with its resolved precision; for an export
     folder (`--backend auto` or onnx), the export's task answering through ONNX Runtime, and the export's
     precision."""
-    from ..device import choose_precision, default_device
+    from ..device import choose_precision, default_device, model_precision
     from ..precast import precast
     from ..tasks import load_task
     from ..tasks.saved import inference_precision
@@ -63,7 +63,8 @@ def load_for_inference(args):
     task = load_task(args.model, allow_pickle=args.allow_pickle)
     device = default_device()
     task.model.to(device).eval()
-    precision = choose_precision(inference_precision(args.precision, args.model), device).precision
+    asked = inference_precision(args.precision, args.model)
+    precision = model_precision(choose_precision(asked, device), asked, task.model).precision
     precast(task.model, precision)  # the linear weights in bf16 once, not at every batch (same answers)
     return task, precision
 

@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModel
 
 from ..batching import sorted_batches
-from ..device import autocast, choose_precision, default_device
+from ..device import autocast, choose_precision, default_device, model_precision
 from ..errors import BertkitError
 from ..families import max_positions, words_tokenizer
 from ..graphs import GraphedForward, bucket_batch, budget_batches, on_gpu
@@ -58,7 +58,7 @@ class FeatureExtractor:
         self.tokenizer = words_tokenizer(self.tokenizer, self.config)  # sentences come as lists of words
         self.device = torch.device(device) if device else default_device()
         self.model.to(self.device)
-        self.precision = choose_precision(precision, self.device).precision
+        self.precision = model_precision(choose_precision(precision, self.device), precision, self.model).precision
         if isinstance(model, str):  # its own model, only for inference: the linear weights in bf16 once
             precast(self.model, self.precision)
         self.batch_size, self.max_length = batch_size, min(max_length, max_positions(self.config) or max_length)

@@ -71,7 +71,7 @@ class Engine:
         else:
             import torch
 
-            from ..device import choose_precision, default_device
+            from ..device import choose_precision, default_device, model_precision
             from ..extract import FeatureExtractor
             from ..precast import precast
             from ..tasks import head_task, load_task
@@ -82,20 +82,26 @@ class Engine:
             device = default_device()
             self.device = device.type
             asked = inference_precision(precision, model)
-            choice = choose_precision(asked, device)
+            self.task = load_task(model, allow_pickle) if head_task(model) else None
+            own = None
+            if self.task is None:  # a base model: its extractor's, loaded here to check its precision
+                own = FeatureExtractor(model, "last", precision="fp32", max_length=embed_max_length,
+                                        device=str(device))
+            checked = self.task.model.to(device).eval() if self.task is not None else own.model
+            choice = model_precision(choose_precision(asked, device), asked, checked)
             reason = "auto: the run trained in fp32" if asked != precision else choice.reason
             self.precision, self.precision_reason = choice.precision, reason
             self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, device)
-            self.task = load_task(model, allow_pickle) if head_task(model) else None
             if self.task is not None:
-                self.task.model.to(device).eval()
                 precast(self.task.model, self.precision)  # the linear weights in bf16 once, not at every call
                 base, tokenizer = self.task.model.base_model, self.task.tokenizer
                 self.extractor = FeatureExtractor(base, "last", precision=self.precision, batch_size=batch_size,
                                                   max_length=embed_max_length, device=str(device), tokenizer=tokenizer)
             else:
-                self.extractor = FeatureExtractor(model, "last", precision=self.precision, batch_size=batch_size,
-                                                  max_length=embed_max_length, device=str(device))
+                precast(own.model, self.precision)  # its own model, only for inference (as FeatureExtractor's)
+                self.extractor = FeatureExtractor(own.model, "last", precision=self.precision,
+                                                  batch_size=batch_size, max_length=embed_max_length,
+                                                  device=str(device), tokenizer=own.tokenizer)
         self.task_name = self.task.name if self.task is not None else None
 
     def metadata(self) -> dict:

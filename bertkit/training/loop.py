@@ -76,7 +76,7 @@ class Trainer:
         self.metric_hooks = metric_hooks if metric_hooks is not None else resolve_metrics(
             self.cfg.metrics, builtins=task.metric_builtins, num_labels=len(task.label_names))
         check_trackers(config.report_to)
-        accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator)
+        accelerator, choice = make_accelerator(self.cfg, self.output_dir, accelerator, task.model)
         self.accelerator, self.precision_choice, self.precision = accelerator, choice, choice.precision
         self.memory = memory or MemoryLog(accelerator.device)  # peak memory per phase, into metrics.json
 

@@ -40,13 +40,14 @@ def prepare(accelerator, model, loader, cfg, total_steps: int):
     return model, optimizer, loader, scheduler
 
 
-def make_accelerator(config, output_dir, accelerator=None):
+def make_accelerator(config, output_dir, accelerator=None, model=None):
     """(Accelerator, PrecisionChoice) for a run: the launcher's process group joined and checked, the precision
-    decided for the device on the main process and shared (`bertkit.device`), then the Accelerator built with it.
+    decided for the device on the main process and shared (`bertkit.device`; one `model` cannot run under is fp32
+    for 'auto' and an error when asked for, `model_precision`), then the Accelerator built with it.
     A caller's own `accelerator` is used as it is; its mixed precision must agree with `config.precision`."""
     from accelerate import Accelerator
 
-    from ..device import PrecisionChoice, choose_precision
+    from ..device import PrecisionChoice, choose_precision, model_precision
     from . import launch
 
     state = launch.start()
@@ -59,7 +60,10 @@ def make_accelerator(config, output_dir, accelerator=None):
         accelerator.gradient_accumulation_steps = config.grad_accum
         return accelerator, (choose_precision("tf32", accelerator.device) if tf32
                              else PrecisionChoice(used, "the given Accelerator's mixed_precision"))
-    choice = launch.main_value(state, choose_precision(config.compute.precision, state.device))
+    choice = choose_precision(config.compute.precision, state.device)
+    if model is not None:
+        choice = model_precision(choice, config.compute.precision, model)
+    choice = launch.main_value(state, choice)
     dynamo = {}  # further Accelerator arguments
     if config.compute.compile:
         from accelerate.utils import TorchDynamoPlugin
