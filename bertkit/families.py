@@ -1,9 +1,10 @@
 """What differs between encoder families, in one place, keyed by the checkpoint's `config.model_type`.
 
 The tasks, the tokenizer loading, the training changes, LoRA and export ask these functions; no other module
-compares model types. A model type that is not in the table gets `UNKNOWN`: its tokenizer is used as it is, it
-gets no CPU speed-ups, peft chooses its LoRA layers, and its position table is counted from after padding's (as
-RoBERTa's kin, CamemBERT and MPNet, count it; at worst one position short).
+compares model types. A model type that is not in the table gets `UNKNOWN`: its tokenizer is used as it is (but
+for a space before each pre-split word where it is byte-level BPE, `words_tokenizer`), it gets no CPU speed-ups,
+peft chooses its LoRA layers, and its position table is counted from after padding's (as RoBERTa's kin, CamemBERT
+and MPNet, count it; at worst one position short).
 
 | family | token types | pre-split words | pre-trained pooled [CLS] | first token | CPU speed-ups | LoRA layers |
 |---|---|---|---|---|---|---|
@@ -121,8 +122,10 @@ def fit_tokenizer(tokenizer, config):
 def words_tokenizer(tokenizer, config):
     """The tokenizer for words given pre-split (`is_split_into_words`): for byte-level BPE families a copy with a
     space before every word (`add_prefix_space`), so that a word is tokenized as in running text; else the
-    tokenizer itself."""
-    if not family(config).prefix_space or getattr(tokenizer, "backend_tokenizer", None) is None:
+    tokenizer itself. A family not in the table is asked its tokenizer: byte-level BPE (DeBERTa v1's GPT-2 one) gets
+    the space as well."""
+    f = family(config)
+    if (f.known and not f.prefix_space) or getattr(tokenizer, "backend_tokenizer", None) is None:
         return tokenizer
     byte_level = [p for p in _pre_tokenizers(tokenizer.backend_tokenizer.pre_tokenizer)
                   if type(p).__name__ == "ByteLevel" and not p.add_prefix_space]

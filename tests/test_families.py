@@ -496,3 +496,25 @@ def test_a_family_outside_the_table_is_counted_after_its_padding(config_class, p
     model = transformers.AutoModel.from_config(config).eval()
     with torch.no_grad():  # the limit runs
         model(input_ids=torch.full((1, expected), 5), attention_mask=torch.ones(1, expected, dtype=torch.long))
+
+
+def test_a_byte_level_family_outside_the_table_takes_pre_split_words_as_running_text():
+    """DeBERTa v1 (`deberta`, not in the table) has a byte-level BPE tokenizer (GPT-2's): its pre-split words (NER,
+    `bertkit extract`) were tokenized without the space before them ('B' 'lack' 'bur' 'n' for ' Blackburn' in
+    running text, 'ĠBlackburn'). A family outside the table gets `add_prefix_space` where its tokenizer is byte-level
+    BPE, and keeps a WordPiece tokenizer as it is."""
+    from transformers import DebertaConfig, DebertaTokenizerFast, MPNetConfig, MPNetTokenizerFast
+
+    from bertkit.families import words_tokenizer
+
+    bpe = json.loads(byte_bpe(["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"])._tokenizer.to_str())["model"]
+    deberta = DebertaTokenizerFast(vocab=bpe["vocab"], merges=[tuple(m) for m in bpe["merges"]])
+    mpnet = MPNetTokenizerFast(vocab=str(vocab_path()), unk_token="[UNK]")
+    text = "Peter Blackburn visited Paris with the United Nations"
+    for tokenizer, config in ((deberta, DebertaConfig()), (mpnet, MPNetConfig())):
+        words = words_tokenizer(tokenizer, config)(text.split(), is_split_into_words=True)
+        running = tokenizer(text)
+        for w in range(1, len(text.split())):  # the first word has no space before it in running text
+            assert [i for i, x in zip(words["input_ids"], words.word_ids(), strict=True) if x == w] == \
+                [i for i, x in zip(running["input_ids"], running.word_ids(), strict=True) if x == w]
+    assert words_tokenizer(mpnet, MPNetConfig()) is mpnet
