@@ -126,6 +126,32 @@ def test_a_budget_keeps_the_effective_batch_and_a_run_that_cannot_fit_stops_befo
     assert not (tmp_path / "too-small").exists()
 
 
+def test_a_budget_for_a_model_without_checkpointing_plans_without_it(sst2_dir, tmp_path, capsys):
+    """MPNet and ALBERT have no gradient checkpointing in transformers: a budget their plain run did not fit stopped
+    with 'MPNetForSequenceClassification does not support gradient checkpointing', which the user had not asked for.
+    The plan now tries checkpointing only where the model has it, and says so when the run does not fit."""
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    from bertkit.cli import main
+
+    from .conftest import vocab_path
+
+    torch.manual_seed(0)
+    model = tmp_path / "tiny-mpnet"
+    MPNetModel(MPNetConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=130)).save_pretrained(model)
+    specials = dict(bos_token="[CLS]", eos_token="[SEP]", sep_token="[SEP]", cls_token="[CLS]", unk_token="[UNK]",
+                    pad_token="[PAD]", mask_token="[MASK]")
+    MPNetTokenizerFast(vocab=str(vocab_path()), **specials).save_pretrained(model)
+    assert main(["finetune", "sst2", "--model", str(model), "--data-dir", str(sst2_dir), "--precision", "fp32",
+                 "--batch-size", "8", "--max-steps", "1", "--max-length", "32", "--memory-budget", "100MB",
+                 "--output-dir", str(tmp_path / "too-small")]) == 2
+    err = capsys.readouterr().err
+    assert "--memory-budget 100MB: the run does not fit; the smallest configuration (micro-batch 1 without gradient " \
+           "checkpointing, which MPNetForSequenceClassification does not support) measured" in err
+    assert not (tmp_path / "too-small").exists()
+
+
 @pytest.mark.usefixtures("cpu_only")  # one step path for both (on a GPU the plain run is graphed, this one eager)
 def test_gradient_checkpointing_trains_to_the_same_weights(tiny_bert, sst2_dir, tmp_path):
     from safetensors.torch import load_file

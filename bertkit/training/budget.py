@@ -129,9 +129,11 @@ def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, l
     t0 = time.perf_counter()
     probe = SimpleNamespace(model=copy.deepcopy(task.model), uses_pooler=task.uses_pooler)  # the changes' view
     as_trained = cfg.replace("--memory-budget", reinit_pooler=False, gradient_checkpointing=False)
-    chosen = None
+    chosen, supported = None, getattr(task.model, "supports_gradient_checkpointing", False)
+    # checkpointing where asked for (`enable_checkpointing` names a model without it), else where the model has it
+    tries = [True] if cfg.compute.gradient_checkpointing else [False, True] if supported else [False]
     with torch.random.fork_rng(devices=[]), model_changes(probe, as_trained, cpu, precision, lambda m: None):
-        for checkpointing in ([True] if cfg.compute.gradient_checkpointing else [False, True]):
+        for checkpointing in tries:
             chosen = _largest_fitting(task, probe.model, features, sizes, precision, checkpointing, limit, measured)
             if chosen is not None:
                 break
@@ -139,8 +141,10 @@ def plan(task, cfg, features, precision: str, device: torch.device, cpu: bool, l
     seconds = time.perf_counter() - t0
     if chosen is None:
         need = measured.get("1c", min(measured.values(), default=float("nan")))
+        smallest = "with gradient checkpointing" if tries[-1] else \
+            f"without gradient checkpointing, which {type(task.model).__name__} does not support"
         raise BertkitError(f"--memory-budget {cfg.compute.memory_budget}: the run does not fit; the smallest "
-                           f"configuration (micro-batch 1 with gradient checkpointing) measured {need:.2f} GiB "
+                           f"configuration (micro-batch 1 {smallest}) measured {need:.2f} GiB "
                            f"resident at max_length {cfg.max_length}, over the {limit:.2f} GiB planned to "
                            f"({MARGIN:.0%} of the budget: the rest is left for what a probe of two steps does not "
                            "see)")
