@@ -175,12 +175,15 @@ def autocast(precision: str, device: torch.device, cache: bool = True):
 
 
 def model_precision(choice: PrecisionChoice, requested: str, model) -> PrecisionChoice:
-    """`choice` where `model`'s encoder runs one forward pass under its autocast (`probe_ids`, on the device its
+    """`choice` for a model of the families' table (each ran under bf16 autocast, docs/families.md); for one outside
+    it, `choice` where `model`'s encoder runs one forward pass under its autocast (`probe_ids`, on the device its
     weights are on); else, where the same pass runs in fp32, fp32 for 'auto' (the reason says why) and for an
     asked-for bf16 or fp16 the error naming the model and what failed (DeBERTa v1's attention adds fp32 biases to
     bf16 projections and fills the mask with fp32's minimum, which overflows bf16 and fp16). Before anything is
     written: a model that fails at its first step would leave a half-written run folder."""
-    if choice.precision not in ("bf16", "fp16"):
+    from .families import family
+
+    if choice.precision not in ("bf16", "fp16") or family(model).known:
         return choice
     error = _probe_error(model, choice.precision)
     if error is None or _probe_error(model, "fp32") is not None:  # a model that fails in fp32 too: not precision's

@@ -45,7 +45,9 @@ def test_auto_takes_fp32_and_an_asked_bf16_is_refused(tiny_deberta, tiny_bert):
     with pytest.raises(BertkitError, match="--precision fp16: DebertaModel .* cannot run under fp16 autocast "
                                            r"\(RuntimeError: .*\); use --precision fp32"):
         model_precision(PrecisionChoice("fp16", "requested"), "fp16", deberta)
-    assert model_precision(bf16, "auto", bert) is bf16  # a model that runs keeps the choice
+    assert model_precision(bf16, "auto", bert) is bf16  # a model of the families' table keeps the choice, unprobed
+    bert.forward = None  # (a probe would call it)
+    assert model_precision(PrecisionChoice("fp16", "requested"), "fp16", bert).precision == "fp16"
     assert deberta.training is False and bert.training is False  # from_pretrained's eval mode, as it was
 
 
