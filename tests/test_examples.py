@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-from .conftest import CPU_ENV, NER_LABELS, REPO, write_conll, write_squad
+from .conftest import CPU_ENV, NER_LABELS, REPO, write_conll, write_squad, write_swag
 
 
 def run_example(name, env, args=()):
@@ -74,6 +74,22 @@ def test_qa_example_runs_on_the_tiny_model(tiny_bert, tmp_path):
     gold = json.loads((data / "validation.json").read_text())["data"][0]["paragraphs"][0]
     assert gold["context"][answer["start"]:answer["end"]] == answer["answer"]  # a span of the question's context
     assert out.splitlines()[-1].endswith(f"| gold: {gold['qas'][0]['answers'][0]['text']}")
+
+
+def test_multiple_choice_example_runs_on_the_tiny_model(tiny_bert, tmp_path):
+    """README: TokenClassification, QuestionAnswering and MultipleChoice each have a runnable script in examples/
+    (multiple choice had none)."""
+    data = write_swag(tmp_path / "swag", n_train=64, n_dev=16)
+    out = run_example("mc_notebook.py", {"BERTKIT_EXAMPLE_MODEL": str(tiny_bert), "BERTKIT_EXAMPLE_DATA": str(data),
+                                         "BERTKIT_EXAMPLE_OUT": str(tmp_path / "run"), "BERTKIT_EXAMPLE_LR": "1e-2"})
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert printed(out, "val accuracy:") == [round(metrics["val"]["accuracy"], 4)]  # the accuracy the run recorded
+    assert (metrics["name"], metrics["task"], metrics["main_metric"]) == ("swag", "multiple-choice", "accuracy")
+    lines = out.splitlines()
+    in_memory = ast.literal_eval(lines[-2].split(" | gold:")[0])
+    (reloaded,) = ast.literal_eval(lines[-1])  # bertkit.load_task(run): the same choice from the saved run
+    assert set(in_memory) == {"label", "ending", "score", "probabilities"} and len(in_memory["probabilities"]) == 4
+    assert reloaded["label"] == in_memory["label"] and reloaded["probabilities"] == in_memory["probabilities"]
 
 
 def test_extract_example_runs_on_the_tiny_model(tiny_bert, tmp_path):
