@@ -251,6 +251,8 @@ GENERIC = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in (
 FLAT = {**{f"hub_{f.name}": ("hub", f.name) for f in dataclasses.fields(HubSource)},
         **{f.name: ("compute", f.name) for f in dataclasses.fields(Compute)},
         **{f.metadata.get("dest", f.name): ("peft", f.name) for f in dataclasses.fields(Peft)}}  # → (group, field)
+# choices of one command line, not settings: a recipe, a run's config.yaml or load_recipe's overrides do not hold them
+COMMAND_LINE = {"seeds": "--seeds", "resume": "--resume", "allow_pickle": "--allow-pickle"}
 
 
 def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[dict, dict, dict]:
@@ -281,6 +283,9 @@ def split_layer(values: dict, task, source: str, flat_options: bool) -> tuple[di
             raise BertkitError(f"{source}: '{key}' belongs under {FLAT[key][0]}: (a mapping)")
         elif key in names:
             raise BertkitError(f"{source}: '{key}' is an option of the {task.name} task: put it under task_options:")
+        elif key in COMMAND_LINE:
+            raise BertkitError(f"{source}: '{key}' is not a setting but a choice of the command line: give "
+                               f"{COMMAND_LINE[key]} to bertkit finetune")
         else:
             raise unknown_key(key, [*GENERIC, *FLAT, *NESTED, "task_options", *names], source)
     return (checked(RunConfig, generic, source), {g: checked(NESTED[g], v, source) for g, v in groups.items()},

@@ -62,6 +62,11 @@ def test_metrics_asked_for_without_the_recipes_main_metric_take_their_first():
     ("task_options:\n  window_overlap: 64\n", "unknown key 'window_overlap'"),  # a QA option, not classification's
     ("compute: fp32\n", "'compute' must be a mapping"),
     ("hub:\n  dataset: nyu-mll/glue\n  revison: main\n", r"unknown key 'revison' \(did you mean 'revision'\?\)"),
+    # docs/tasks.md: --seeds, --resume and --allow-pickle are command-line choices, which a recipe cannot hold (it
+    # said "unknown key 'seeds' (did you mean 'seed'?)", and 'seed: [13, 42]' failed next)
+    ("seeds: [13, 42]\n", "'seeds' is not a setting but a choice of the command line: give --seeds"),
+    ("resume: true\n", "'resume' is not a setting but a choice of the command line: give --resume"),
+    ("allow_pickle: true\n", "'allow_pickle' is not a setting but a choice of the command line: give --allow-pickle"),
 ])
 def test_recipe_is_loaded_strictly(tmp_path, yaml_text, message):
     path = tmp_path / "r.yaml"
