@@ -108,3 +108,27 @@ def test_ia3_trains_and_a_missing_target_layer_is_a_clear_error(tiny_bert, sst2_
                           cwd=REPO, timeout=300)
     assert proc.returncode == 2 and "--peft lora:" in proc.stderr and "--lora-target" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("model_type,method", [("mpnet", "lora"), ("electra", "ia3")])
+def test_a_model_type_without_default_layers_is_said_before_it_loads(tiny_bert, sst2_dir, tmp_path, monkeypatch,
+                                                                      capsys, model_type, method):
+    import shutil
+
+    import transformers
+
+    model = tmp_path / model_type
+    shutil.copytree(tiny_bert, model)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+
+    def no_load(cls, *args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(no_load))
+    out = tmp_path / "run"
+    code = main(["finetune", "sst2", "--model", str(model), "--data-dir", str(sst2_dir), "--peft", method,
+                 "--max-steps", "1", "--output-dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--peft {method}: peft has no default layers to adapt in a '{model_type}' model" in err
+    assert "--lora-target" in err and not out.exists()

@@ -39,6 +39,31 @@ def head_modules(task, model) -> list[str]:
             if any(True for _ in module.parameters(recurse=False))]
 
 
+def check_default_targets(model: str, options) -> None:
+    """`--peft` without `--lora-target` on a local model whose type neither the families' table nor peft has default
+    layers for (CamemBERT, MPNet; ELECTRA and XLM-R under IA³): said before the model loads (`wrap` says it after,
+    where the model comes from the hub or peft's table cannot be read)."""
+    if options.method == "none" or options.lora_target:
+        return
+    import json
+    from types import SimpleNamespace
+
+    from ..models import resolve_model
+
+    path, local = resolve_model(model)
+    try:
+        model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type") if local else None
+        from peft.utils import TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING as IA3
+        from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as LORA
+    except (OSError, ValueError, AttributeError, ImportError):
+        return
+    if model_type is None or families.lora_targets(SimpleNamespace(model_type=model_type)) is not None:
+        return
+    if model_type not in (LORA if options.method == "lora" else IA3):
+        raise BertkitError(f"--peft {options.method}: peft has no default layers to adapt in a '{model_type}' model "
+                           "(choose the layers with --lora-target: the names of its attention's linear layers)")
+
+
 def wrap(task, options, log=print):
     """The task's model wrapped for `options.method` (a PeftModel); the caller trains it in place of the model."""
     need_extra("--peft", "peft", "peft")
