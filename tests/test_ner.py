@@ -105,6 +105,17 @@ def test_jsonl_in_the_datasets_layout_reads_as_its_conll_file_does(conll_dir, tm
     assert read_conll_file(f, label_names=names, max_samples=3, tag_ids=names)["tokens"] == conll["tokens"][:3]
 
 
+def test_json_lines_named_json_as_run_ner_writes_them_read_as_jsonl(tmp_path):
+    rows = [{"id": "0", "tokens": ["Peter", "visited", "Bonn"], "ner_tags": [1, 0, 3]}]  # run_ner.py's .json files
+    f = write(tmp_path / "train.json", "".join(json.dumps(r) + "\n" for r in rows))
+    data = read_conll_file(f, tag_ids=["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])  # was read as CoNLL columns
+    assert (data["tokens"], data["tags"]) == ([["Peter", "visited", "Bonn"]], [["B-PER", "O", "B-LOC"]])
+    other = write(tmp_path / "words.json", json.dumps({"words": ["Bonn"], "labels": ["B-LOC"]}))
+    with pytest.raises(DataError, match=r'line 1, field "tokens": missing \(the line has: words, labels; '
+                                        r"--hub-columns names"):
+        read_conll_file(other)
+
+
 def test_a_run_on_jsonl_files_of_the_working_folder_scores_no_recipe_test_file(tiny_bert, conll_dir, tmp_path,
                                                                                 monkeypatch, capsys):
     for split in ("train", "valid"):

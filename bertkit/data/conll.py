@@ -6,8 +6,9 @@ document context; a file without them is one document) and are skipped. The toke
 column and the tag the last one, unless `tag_column` (counted from 0) says otherwise. Every token line of a file
 must have as many columns as the first one.
 
-A `.jsonl` file holds a sentence a line as the Hugging Face datasets layout does, `{"tokens": [...], "ner_tags":
-[...]}` (tags as strings, or as ids into the given label names; the options' `hub_columns` name other fields).
+A `.jsonl` or `.json` file (run_ner.py's) holds a sentence a line as the Hugging Face datasets layout does,
+`{"tokens": [...], "ner_tags": [...]}` (tags as strings, or as ids into the given label names; the options'
+`hub_columns` name other fields).
 
 Tags must be `O`, `B-TYPE` or `I-TYPE`. Both IOB schemes are accepted and normalised to IOB2, where every entity
 starts with `B-`: in IOB1 (the original CoNLL-2003 release) `I-` starts an entity and `B-` only separates two
@@ -41,6 +42,7 @@ from .tags import TAG, _tag_error, label_names_for, sentence_tags, to_iob2
 SEPARATOR = re.compile(r"[ \t]+")  # spaces or tabs; other (Unicode) white space may be part of a token
 DOCSTART = "-DOCSTART-"
 JSONL_COLUMNS = ("tokens", "ner_tags")  # a JSONL file's words and tags (the datasets layout's names)
+JSON_SUFFIXES = (".jsonl", ".json")  # JSON lines: run_ner.py's and `Dataset.to_json`'s files are named .json
 
 
 def scan_conll(source) -> Iterator[tuple[int, list[str]]]:
@@ -57,10 +59,10 @@ def read_conll_file(path, tag_column: int = -1, label_names: list[str] | None = 
     their document numbers (counted in `-DOCSTART-` lines), 'IOB1' or
     'IOB2' (the scheme found; tags are always returned in IOB2) and how many tags were converted. With `label_names`,
     every tag must be one of them. `tagged=False` reads tokens only (no `tags`); `tagged=None` reads tags when the
-    file has a second column (prediction input, with or without gold tags). A `.jsonl` file is read by
+    file has a second column (prediction input, with or without gold tags). A `.jsonl` or `.json` file is read by
     `read_tagged_jsonl` (its `columns`, `tag_ids`)."""
     path = Path(path)
-    if path.suffix.lower() == ".jsonl":
+    if path.suffix.lower() in JSON_SUFFIXES:
         return read_tagged_jsonl(path, label_names, max_samples, tagged, columns, tag_ids)
     tokens, tags, docs, changed, doc = [], [], [], 0, 0
     words, word_tags, tag_lines = [], [], []
@@ -134,8 +136,8 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
         words = row.get(token_field)
         if not isinstance(words, list) or not words or not all(isinstance(w, str) and len(w.split()) == 1
                                                                  for w in words):
-            raise DataError("missing" if words is None else "must be a non-empty list of words (each non-empty, "
-                            "without white space)", file=path, line=n, field=token_field)
+            raise DataError(_missing(row) if words is None else "must be a non-empty list of words (each "
+                            "non-empty, without white space)", file=path, line=n, field=token_field)
         if tagged is None:
             tagged = tag_field in row  # prediction input: gold tags if the first sentence has them
         if not tagged:
@@ -143,7 +145,7 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
             continue
         ids = row.get(tag_field)
         if not isinstance(ids, list) or len(ids) != len(words):
-            raise DataError("missing" if ids is None else f"expected a list of {len(words)} tags, one per token",
+            raise DataError(_missing(row) if ids is None else f"expected a list of {len(words)} tags, one per token",
                             file=path, line=n, field=tag_field)
         for tag in ids:
             if isinstance(tag, int) and not isinstance(tag, bool) and not (tag_ids and 0 <= tag < len(tag_ids)):
@@ -158,6 +160,11 @@ def read_tagged_jsonl(path, label_names: list[str] | None = None, max_samples: i
     tokens = tokens[:max_samples] if max_samples is not None else tokens
     out = {"tokens": tokens, "scheme": "IOB1" if changed else "IOB2", "converted": changed, "docs": [0] * len(tokens)}
     return {**out, "tags": tags[: len(tokens)]} if tagged else out
+
+
+def _missing(row: dict) -> str:
+    return (f"missing (the line has: {', '.join(map(str, row))}; --hub-columns names the fields of the words and of "
+            "the tags, e.g. --hub-columns words,labels)")
 
 
 def _dataset(data: dict) -> datasets.Dataset:
