@@ -62,6 +62,32 @@ def test_jsonl_in_the_datasets_layout_reads_as_its_squad_file_does(squad_dir, tm
         read_squad_file(jsonl, skip_bad=True)
 
 
+def test_run_qa_json_files_read_as_the_datasets_layout(squad_dir, tmp_path):
+    from bertkit.data.squad import read_squad_questions
+    from bertkit.tasks.question_answering_io import is_squad_file
+
+    questions, _ = read_squad_file(squad_dir / "validation.json")
+    lines = tmp_path / "lines.json"  # run_qa.py's files: JSON lines named .json (was "not valid JSON: Extra data")
+    questions.to_json(lines, lines=True)
+    assert read_squad_file(lines)[0].to_list() == questions.to_list() and not is_squad_file(str(lines))
+    rows = questions.to_list()
+    data = tmp_path / "data.json"  # or {"data": [questions]} (was "missing field 'paragraphs'")
+    data.write_text(json.dumps({"version": "x", "data": rows}, indent=1))
+    assert read_squad_file(data)[0].to_list() == questions.to_list() and is_squad_file(str(data))
+    assert read_squad_questions(data)[0] == {k: rows[0][k] for k in ("id", "question", "context")}
+    rows[3]["answers"]["answer_start"][0] += 1
+    rows[5]["answers"] = {"text": [], "answer_start": []}
+    data.write_text(json.dumps({"data": rows}, indent=1))
+    line = next(n for n, t in enumerate(data.read_text().splitlines(), 1) if f'"{rows[3]["id"]}"' in t)
+    with pytest.raises(DataError, match=f'line {line}, field "data\\[3\\].answers\\[0\\].answer_start": question '):
+        read_squad_file(data)
+    with pytest.raises(DataError, match=r'field "data\[5\].answers": .*no answers \(a SQuAD v1.1 question has at '
+                                        r"least one; unanswerable ones, SQuAD 2.0: the squad_v2 recipe, or "
+                                        r"--allow-no-answer\)"):
+        read_squad_file(data, skip_bad=True)
+    assert len(read_squad_file(data, skip_bad=True, no_answer=True)[0]) == len(rows) - 1
+
+
 def mutate(directory, edit, name="train.json"):
     obj = json.loads((directory / name).read_text())
     edit(obj["data"][0]["paragraphs"])

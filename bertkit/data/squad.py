@@ -3,7 +3,8 @@
 `answers` has the hub format `{"text": [...], "answer_start": [...]}` (character offsets into the context). Sources:
 the official JSON layout (`{"data": [{"paragraphs": [{"context", "qas": [{"id", "question", "answers"}]}]}]}`)
 or JSONL in the Hugging Face datasets layout (a question a line: `{"id", "question", "context", "answers": {"text":
-[...], "answer_start": [...]}}`) under `data_dir`, or, without local data, the recipe's hub dataset
+[...], "answer_start": [...]}}`; run_qa.py's: such lines in a `.json` file, or `{"data": [such questions]}`) under
+`data_dir`, or, without local data, the recipe's hub dataset
 (`rajpurkar/squad`, `rajpurkar/squad_v2`, online only).
 
 SQuAD 2.0 (`no_answer=True`; the recipe's `allow_no_answer`): a question may be unanswerable, marked
@@ -38,7 +39,7 @@ import datasets
 from ..errors import BertkitError, DataError
 from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate
 from .json_lines import lines_in_errors, object_line
-from .readers import _text, read_jsonl
+from .readers import _text, first_lines, read_jsonl
 from .sources import eval_paths, load_hub_splits, resolve_data_dir, split_path, training_file
 
 logger = logging.getLogger("bertkit")
@@ -79,9 +80,10 @@ def _impossible(qa: dict, qid: str, answers, source, where: str, no_answer: bool
                         file=source, field=_in(where, "answers"))
     if not no_answer:
         if not isinstance(answers, list) or not answers:
-            hint = " (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
-                else ""
-            raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one){hint}",
+            hint = ") (this one is marked is_impossible: SQuAD 2.0 data needs the squad_v2 recipe)" if flag is True \
+                else "; unanswerable ones, SQuAD 2.0: the squad_v2 recipe, or --allow-no-answer)" if answers == [] \
+                else ")"
+            raise DataError(f"question {qid}: no answers (a SQuAD v1.1 question has at least one{hint}",
                             file=source, field=_in(where, "answers"))
         return False
     if flag is not None and not isinstance(flag, bool):
@@ -199,9 +201,19 @@ def collect_questions(records, source, skip_bad: bool = False, max_samples: int 
 
 
 def _records(obj, path: Path):
-    """(where, qa, context) for every question of a parsed SQuAD JSON file, checking the outer structure."""
+    """(where, qa, context) for every question of a parsed SQuAD JSON file, checking the outer structure: a "data"
+    list of articles, or of questions in the datasets layout (run_qa.py's files: {"data": [{id, question, context,
+    answers: {text, answer_start}}]})."""
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
         raise DataError('not SQuAD JSON: expected an object with a "data" list of articles', file=path)
+    first = obj["data"][0] if obj["data"] else None
+    if isinstance(first, dict) and "paragraphs" not in first and "context" in first:  # a question per item
+        for i, row in enumerate(obj["data"]):
+            where = f"data[{i}]"
+            if not isinstance(row, dict):
+                raise DataError(f"expected a JSON object, got {type(row).__name__}", file=path, field=where)
+            yield where, {**row, "answers": _listed(row.get("answers"), path, where)}, row.get("context")
+        return
     for a, article in enumerate(obj["data"]):
         for p, paragraph in enumerate(_get(article, "paragraphs", list, path, f"data[{a}]")):
             where = f"data[{a}].paragraphs[{p}]"
@@ -210,13 +222,28 @@ def _records(obj, path: Path):
                 yield f"{where}.qas[{q}]", qa, context
 
 
+def json_lines(path) -> bool:
+    """Whether a file holds a question a line: `.jsonl`, or a `.json` file whose first line with text is a whole JSON
+    object that is a question ({id, question, context, ...}: run_qa.py's and `Dataset.to_json`'s files are JSON
+    lines named .json)."""
+    path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        return True
+    lines = first_lines(path, 1) if path.is_file() else []
+    try:
+        first = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, dict) and "data" not in first and bool({"id", "question", "context"} & first.keys())
+
+
 def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None,
                     no_answer: bool = False) -> tuple[datasets.Dataset, int]:
-    """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`), or a `.jsonl` file of questions in the
-    Hugging Face datasets layout (`_jsonl_records`): (questions, number skipped). All questions are validated, then
-    the first `max_samples` are kept."""
+    """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`), or a file of questions in the Hugging
+    Face datasets layout, a question a line (`json_lines`, `_jsonl_records`): (questions, number skipped). All
+    questions are validated, then the first `max_samples` are kept."""
     path = Path(path)
-    if path.suffix.lower() == ".jsonl":  # the Hugging Face datasets layout, a question a line
+    if json_lines(path):  # the Hugging Face datasets layout, a question a line
         columns, skipped = collect_questions(_jsonl_records(path), path, skip_bad, max_samples, no_answer)
     else:
         text, obj = _json_file(path)

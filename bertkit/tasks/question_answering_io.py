@@ -108,8 +108,11 @@ class QuestionAnsweringIO:
 
 
 def is_squad_file(source: str) -> bool:
-    """A `.json` input is a SQuAD file (articles of paragraphs of questions); anything else JSONL."""
-    return source != "-" and Path(source).suffix.lower() == ".json"
+    """A `.json` input is a SQuAD file ({"data": [articles]}, or run_qa.py's {"data": [questions]}) unless it holds
+    a JSON object a line (`json_lines`); anything else JSONL."""
+    from ..data.squad import json_lines
+
+    return source != "-" and Path(source).suffix.lower() == ".json" and not json_lines(source)
 
 
 def check_ids(rows: list[dict], output_format: str, source: str = "-") -> list[dict]:
