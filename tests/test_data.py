@@ -82,6 +82,18 @@ def test_label_set_discovered_from_generic_training_file(tmp_path):
     assert names == ["ham", "spam"] and train["label"] == [1, 0, 1] and evals["dev"]["label"] == [0]
 
 
+def test_fractional_labels_are_not_discovered_as_classes_but_name_regression(tmp_path):
+    """run_glue.py regresses on float labels; a discovered label set made each score a class (20 scores, 20 classes)
+    and then refused the validation file's first unseen score."""
+    f = write(tmp_path / "train.csv", "sentence1,sentence2,label\na,b,3\nc,d,2.52\n")
+    with pytest.raises(DataError) as e:
+        read_classification_file(f, "sentence1", "label", None, text_pair_column="sentence2")
+    assert (e.value.line, e.value.field) == (3, "label") and "label '2.52' is a number with a fraction: for a " \
+        "regression target pass --problem-type regression" in str(e.value)
+    assert read_classification_file(f, "sentence1", "label", None, problem_type="regression")["label"] == [3.0, 2.52]
+    assert read_classification_file(f, "sentence1", "label", ["3", "2.52"])["label"] == [0, 1]  # classes named
+
+
 def test_no_local_data_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
     with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):

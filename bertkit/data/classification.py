@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from pathlib import Path
 
 import datasets
@@ -22,6 +23,7 @@ from .readers import read_rows
 from .sources import eval_paths, load_hub_splits, local_path, resolve_data_dir, split_path, training_file
 
 # the `problem_type`s of Hugging Face's sequence-classification heads
+FRACTION = re.compile(r"[-+]?\d*\.\d+")  # 2.52, .5: a regression score rather than a class
 SINGLE, REGRESSION, MULTI = "single_label_classification", "regression", "multi_label_classification"
 
 
@@ -31,6 +33,17 @@ def _label_name(value, path, line, column) -> str:
     if not text:
         raise DataError("no label (every row of a labelled file has one; `bertkit predict` reads texts without)",
                         file=path, line=line, field=column)
+    return text
+
+
+def _class_name(value, path, line, column) -> str:
+    """A class label of a file whose label set is being discovered: a number with a fraction is refused, since such
+    labels are a regression target (run_glue.py's rule) far more often than classes."""
+    text = _label_name(value, path, line, column)
+    if FRACTION.fullmatch(text) and not float(text).is_integer():
+        raise DataError(f"label {text!r} is a number with a fraction: for a regression target pass --problem-type "
+                        "regression (one output, MSE); class labels are names or whole numbers (or list them all "
+                        "with --label-names)", file=path, line=line, field=column)
     return text
 
 
@@ -113,7 +126,7 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
             elif problem_type == MULTI:
                 out["label"].append(_label_list(value, label_names, label_delimiter, path, line, label_column))
             else:
-                out["label"].append(_label_name(value, path, line, label_column) if label_names is None else
+                out["label"].append(_class_name(value, path, line, label_column) if label_names is None else
                                     _label_id(value, label_names, path, line, label_column))
     return out
 
