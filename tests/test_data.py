@@ -94,6 +94,25 @@ def test_fractional_labels_are_not_discovered_as_classes_but_name_regression(tmp
     assert read_classification_file(f, "sentence1", "label", ["3", "2.52"])["label"] == [0, 1]  # classes named
 
 
+def test_a_json_array_of_objects_is_read_with_each_objects_line(tmp_path):
+    """`datasets.load_dataset("json")` (run_glue.py's, run_ner.py's) reads one JSON array as well as JSON lines; the
+    array was 'line 1: not valid JSON: Expecting value'."""
+    import json
+
+    rows = [{"sentence": "good", "label": "pos"}, {"sentence": "bad", "label": "neg"}]
+    f = write(tmp_path / "train.json", json.dumps(rows, indent=2))  # each object 4 lines, from line 2
+    assert read_rows(f) == [(2, rows[0]), (6, rows[1])]
+    assert read_rows(write(tmp_path / "one.json", json.dumps(rows))) == [(1, rows[0]), (1, rows[1])]
+    f = write(tmp_path / "bad.json", json.dumps([*rows, {"sentence": "meh"}], indent=2))
+    with pytest.raises(DataError) as e:
+        read_classification_file(f, "sentence", "label", None)
+    assert (e.value.line, e.value.field) == (10, "label") and "missing column" in str(e.value)
+    for content, message in (("[1, 2]", "item 1 of the array is not a JSON object"),
+                             ('[{"a": 1},\n{"a": }]', "line 2: not valid JSON")):
+        with pytest.raises(DataError, match=message):
+            read_rows(write(tmp_path / "x.json", content))
+
+
 def test_no_local_data_offline_says_how_to_point_at_data(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path))
     with pytest.raises(BertkitError, match="BERTKIT_DATA_DIR=/path/to/data"):

@@ -272,6 +272,18 @@ def iter_jsonl(source, hint: str = "") -> Iterator[tuple[int, dict]]:
 
 
 def read_jsonl(source) -> list[tuple[int, dict]]:
+    """A JSON object a line, or in a `.json` file one JSON array of objects (as `datasets.load_dataset("json")`
+    reads)."""
+    first = first_lines(source, 1) if Path(source).suffix.lower() == ".json" else []
+    if first and first[0].lstrip().startswith("["):
+        from .json_lines import array_rows
+
+        text = "\n".join(line for _, line in iter_lines(source))
+        rows = array_rows(text, source_name(source))
+        for n, row in rows if re.search(SURROGATE_ESCAPE, text) else ():
+            if (where := lone_surrogate(row)) is not None:
+                raise DataError(LONE_SURROGATE, file=source_name(source), line=n, field=where)
+        return rows
     rows = list(iter_jsonl(source))
     if not rows:
         raise DataError("file is empty" if str(source) != "-" else "no input", file=source_name(source))
