@@ -10,6 +10,7 @@ A task without a training file can train and evaluate on its validation file cut
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
@@ -223,9 +224,30 @@ def load_classification_data(cfg, options) -> tuple[datasets.Dataset, dict[str, 
         raise DataError(f"the training file is here: --carve-eval {o.carve_eval} trains on part of {source}, for a "
                         "task without one (leave out --carve-eval)", file=local_path(data_dir, cfg.train_file))
     eval_at = eval_paths(cfg, data_dir)
-    if not label_names and o.problem_type != REGRESSION:  # discover the label set from the training file
+    discovered = not label_names and o.problem_type != REGRESSION
+    if discovered:  # the label set from the training file
         found = read_classification_file(train_path, **args, label_names=None)["label"]
         label_names = label_order({n for x in found for n in x} if o.problem_type == MULTI else set(found))
+    with _training_files_labels(label_names if discovered else None):
+        return _read_splits(cfg, o, args, train_path, source, eval_at, label_names)
+
+
+@contextlib.contextmanager
+def _training_files_labels(label_names: list[str] | None):
+    """An evaluation file's label that the training file, whose labels the run took (`label_names`), lacks: said so,
+    with the way out (every label listed), rather than the general advice."""
+    try:
+        yield
+    except DataError as e:
+        if label_names is None or not e.reason.startswith("unknown label "):
+            raise
+        raise DataError(f"{e.reason.split(' (')[0]} (the labels found in the training file: {', '.join(label_names)}; "
+                        "to train with more, list them all with --label-names)", file=e.file, line=e.line,
+                        field=e.field) from None
+
+
+def _read_splits(cfg, o, args, train_path, source, eval_at, label_names):
+    """(training examples, {name: evaluation examples}, label names) of a generic file's run."""
     if o.carve_eval:
         whole = read_classification_file(train_path, **args, label_names=label_names)
         train, evals = carve(o, whole, train_path.stem, o.carve_eval)
