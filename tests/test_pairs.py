@@ -74,6 +74,12 @@ def test_missing_pair_column_is_named(tmp_path):
     (rte / "train.tsv").write_text("index\tsentence1\tlabel\n0\tA b.\tentailment\n")
     with pytest.raises(DataError, match='field "sentence2": missing column'):
         SequenceClassification.load_data(load_recipe("rte", {"data_dir": str(rte)}))
+    (rte / "train.tsv").write_text("premise\thypothesis\tgold\nA b.\tA.\tentailment\n")  # all said at once (were
+    with pytest.raises(DataError) as e:  # said one a run: three runs to find them)
+        SequenceClassification.load_data(load_recipe("rte", {"data_dir": str(rte)}))
+    assert e.value.field == "sentence1" and e.value.reason == (
+        "missing columns 'sentence1', 'sentence2', 'label' (found: premise, hypothesis, gold; --text-column, "
+        "--text-pair-column, --label-column name the columns to read)")
 
 
 def test_pair_encoding_segment_ids_and_longest_first_truncation(tiny_bert):

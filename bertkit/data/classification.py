@@ -108,10 +108,12 @@ def read_classification_file(path, text_column: str, label_column: str | None, l
     out = {"text": [], **({"text_pair": []} if text_pair_column else {}), **({"label": []} if label_column else {})}
     flags = {text_column: "--text-column", text_pair_column: "--text-pair-column", label_column: "--label-column"}
     for line, row in rows:
-        for column in wanted:
-            if column not in row:
-                raise DataError(f"missing column (found: {', '.join(map(str, row))}; {flags[column]} names the "
-                                "column to read)", file=path, line=line, field=column)
+        if missing := [c for c in wanted if c not in row]:  # all of them at once (a pair's file: up to three)
+            found = f"found: {', '.join(map(str, row))}"
+            raise DataError(f"missing column ({found}; {flags[missing[0]]} names the column to read)" if
+                            len(missing) == 1 else f"missing columns {', '.join(map(repr, missing))} ({found}; "
+                            f"{', '.join(flags[c] for c in missing)} name the columns to read)", file=path, line=line,
+                            field=missing[0])
         for column, key in ((text_column, "text"), (text_pair_column, "text_pair")):
             if column is None:
                 continue
