@@ -319,7 +319,8 @@ def test_evaluate_reads_a_file_with_other_columns_by_the_tasks_read_flags(run_di
     other.write_text("\n".join(["review\tstars", *lines[1:]]) + "\n")
     assert main(["evaluate", "--model", str(run_dir), "--file", str(other)]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
-    assert 'reviews.tsv, line 2, field "sentence"' in err and "--text-column names the column to read" in err, err
+    assert 'reviews.tsv, line 2, field "sentence"' in err, err
+    assert "--text-column, --label-column name the columns to read" in err, err
     with pytest.raises(SystemExit):  # the task's flags, with --model
         main(["evaluate", "--model", str(run_dir), "--help"])
     usage = capsys.readouterr().out
