@@ -83,12 +83,12 @@ class Engine:
             self.device = device.type
             asked = inference_precision(precision, model)
             self.task = load_task(model, allow_pickle) if head_task(model) else None
-            own = None
-            if self.task is None:  # a base model: its extractor's, loaded here to check its precision
-                own = FeatureExtractor(model, "last", precision="fp32", max_length=embed_max_length,
-                                        device=str(device))
-            checked = self.task.model.to(device).eval() if self.task is not None else own.model
-            choice = model_precision(choose_precision(asked, device), asked, checked)
+            self.extractor = None
+            if self.task is None:  # a base model: its extractor checks the precision and casts its own weights
+                self.extractor = FeatureExtractor(model, "last", precision=asked, max_length=embed_max_length,
+                                                  device=str(device))
+            checked = self.task.model.to(device).eval() if self.task is not None else self.extractor.model
+            choice = model_precision(choose_precision(asked, device), asked, checked)  # (the reason, said at start)
             reason = "auto: the run trained in fp32" if asked != precision else choice.reason
             self.precision, self.precision_reason = choice.precision, reason
             self.batch_size = batch_size = batch_size or model_batch(backend, self.precision, device)
@@ -98,10 +98,7 @@ class Engine:
                 self.extractor = FeatureExtractor(base, "last", precision=self.precision, batch_size=batch_size,
                                                   max_length=embed_max_length, device=str(device), tokenizer=tokenizer)
             else:
-                precast(own.model, self.precision)  # its own model, only for inference (as FeatureExtractor's)
-                self.extractor = FeatureExtractor(own.model, "last", precision=self.precision,
-                                                  batch_size=batch_size, max_length=embed_max_length,
-                                                  device=str(device), tokenizer=own.tokenizer)
+                self.extractor.batch_size = batch_size
         self.task_name = self.task.name if self.task is not None else None
 
     def metadata(self) -> dict:
