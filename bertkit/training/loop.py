@@ -159,8 +159,10 @@ class Trainer:
         if cfg.compute.memory_budget:  # micro-batch, accumulation, checkpointing: the resolved config records them
             from .budget import agreed_plan, kept_plan
 
-            self.cfg, self.budget_plan = (self.resume and kept_plan(self.output_dir / "config.yaml", cfg, self.log)) \
-                or agreed_plan(acc.state, self.task, cfg, features, self.precision, acc.device, cpu, self.log)
+            kept = self.resume and launch.main_value(acc.state, kept_plan(self.output_dir / "config.yaml", cfg,
+                                                                          self.log))  # all take the main's, or probe
+            self.cfg, self.budget_plan = kept or agreed_plan(acc.state, self.task, cfg, features, self.precision,
+                                                             acc.device, cpu, self.log)
             cfg = self.cfg
             if not unsharded:
                 self.log(f"memory budget under {acc.distributed_type.name}: the probe trained the whole model, where "

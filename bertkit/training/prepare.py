@@ -60,10 +60,14 @@ def make_accelerator(config, output_dir, accelerator=None, model=None):
         accelerator.gradient_accumulation_steps = config.grad_accum
         return accelerator, (choose_precision("tf32", accelerator.device) if tf32
                              else PrecisionChoice(used, "the given Accelerator's mixed_precision"))
-    choice = choose_precision(config.compute.precision, state.device)
-    if model is not None:
-        choice = model_precision(choice, config.compute.precision, model)
+    try:
+        choice = choose_precision(config.compute.precision, state.device)
+        choice = model_precision(choice, config.compute.precision, model) if model is not None else choice
+    except BertkitError as e:  # the main process's error stops all (none waits for a value it would not send)
+        choice = e
     choice = launch.main_value(state, choice)
+    if isinstance(choice, BertkitError):
+        raise choice
     dynamo = {}  # further Accelerator arguments
     if config.compute.compile:
         from accelerate.utils import TorchDynamoPlugin
