@@ -55,9 +55,16 @@ def _label_id(value, label_names: list[str], path, line, column):
     if text.lstrip("-").isdigit() and 0 <= int(text) < len(label_names) and not any(
             name.lstrip("-").isdigit() for name in label_names):  # names that are numbers ('1'-'5' stars) are not ids
         return int(text)
-    raise DataError(f"unknown label {text!r} (expected one of: {', '.join(label_names)}: the run's labels, from "
-                    "--label-names, or with --label-names '' from the training file)", file=path, line=line,
-                    field=column)
+    raise UnknownLabel(text, f"(expected one of: {', '.join(label_names)}: the run's labels, from --label-names, or "
+                       "with --label-names '' from the training file)", file=path, line=line, field=column)
+
+
+class UnknownLabel(DataError):
+    """A label outside the run's label names: `label` as written, `advice` the way out (what the names are)."""
+
+    def __init__(self, label: str, advice: str, **where):
+        super().__init__(f"unknown label {label!r} {advice}", **where)
+        self.label = label
 
 
 def _number(value, path, line, column) -> float:
@@ -240,12 +247,12 @@ def _training_files_labels(label_names: list[str] | None):
     with the way out (every label listed), rather than the general advice."""
     try:
         yield
-    except DataError as e:
-        if label_names is None or not e.reason.startswith("unknown label "):
+    except UnknownLabel as e:
+        if label_names is None:
             raise
-        raise DataError(f"{e.reason.split(' (')[0]} (the labels found in the training file: {', '.join(label_names)}; "
-                        "to train with more, list them all with --label-names)", file=e.file, line=e.line,
-                        field=e.field) from None
+        raise UnknownLabel(e.label, f"(the labels found in the training file: {', '.join(label_names)}; to train "
+                           "with more, list them all with --label-names)", file=e.file, line=e.line,
+                           field=e.field) from None
 
 
 def _read_splits(cfg, o, args, train_path, source, eval_at, label_names):
