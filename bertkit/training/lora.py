@@ -39,18 +39,16 @@ def head_modules(task, model) -> list[str]:
             if any(True for _ in module.parameters(recurse=False))]
 
 
-def check_default_targets(model: str, options) -> None:
-    """`--peft` without `--lora-target` on a local model whose type neither the families' table nor peft has default
-    layers for (CamemBERT, MPNet; ELECTRA and XLM-R under IA³): said before the model loads (`wrap` says it after,
-    where the model comes from the hub or peft's table cannot be read)."""
+def check_default_targets(path: str, local: bool, options) -> None:
+    """`--peft` without `--lora-target` on a local model (`path`, as `models.resolve_model` gives it) whose type
+    neither the families' table nor peft has default layers for (CamemBERT, MPNet; ELECTRA and XLM-R under IA³):
+    said before the model loads (`wrap` says it after, where the model comes from the hub or peft's table cannot be
+    read)."""
     if options.method == "none" or options.lora_target:
         return
     import json
     from types import SimpleNamespace
 
-    from ..models import resolve_model
-
-    path, local = resolve_model(model)
     try:
         model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type") if local else None
         from peft.utils import TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING as IA3

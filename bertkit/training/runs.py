@@ -101,8 +101,8 @@ def load_checked(task, cfg, log=print):
     from ..models import resolve_model
     from .lora import check_default_targets
 
-    resolve_model(cfg.model)  # a mistyped --model fails before the data is read
-    check_default_targets(cfg.model, cfg.peft)  # --peft on a model type without default layers: before it loads
+    path, local = resolve_model(cfg.model)  # a mistyped --model fails before the data is read
+    check_default_targets(path, local, cfg.peft)  # --peft on a model type without default layers: before it loads
     train, evals, label_names = task.load_data(cfg)
     changes = {}
     if recipe_test_file_absent(cfg):
