@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..utils import LONE_SURROGATE, SURROGATE_ESCAPE, lone_surrogate, not_utf8, say
+from .json_lines import array_rows
 
 csv.field_size_limit(2**31 - 1)
 QUOTINGS = ("auto", "none", "csv")
@@ -276,8 +277,6 @@ def read_jsonl(source) -> list[tuple[int, dict]]:
     reads)."""
     first = first_lines(source, 1) if Path(source).suffix.lower() == ".json" else []
     if first and first[0].lstrip().startswith("["):
-        from .json_lines import array_rows
-
         text = "\n".join(line for _, line in iter_lines(source))
         rows = array_rows(text, source_name(source))
         for n, row in rows if re.search(SURROGATE_ESCAPE, text) else ():

@@ -222,7 +222,7 @@ def _records(obj, path: Path):
                 yield f"{where}.qas[{q}]", qa, context
 
 
-def json_lines(path) -> bool:
+def question_lines(path) -> bool:
     """Whether a file holds a question a line: `.jsonl`, or a `.json` file whose first line with text is a whole JSON
     object that is a question ({id, question, context, ...}: run_qa.py's and `Dataset.to_json`'s files are JSON
     lines named .json)."""
@@ -240,10 +240,10 @@ def json_lines(path) -> bool:
 def read_squad_file(path, skip_bad: bool = False, max_samples: int | None = None,
                     no_answer: bool = False) -> tuple[datasets.Dataset, int]:
     """Read and validate a SQuAD JSON file (v1.1, or 2.0 with `no_answer`), or a file of questions in the Hugging
-    Face datasets layout, a question a line (`json_lines`, `_jsonl_records`): (questions, number skipped). All
+    Face datasets layout, a question a line (`question_lines`, `_jsonl_records`): (questions, number skipped). All
     questions are validated, then the first `max_samples` are kept."""
     path = Path(path)
-    if json_lines(path):  # the Hugging Face datasets layout, a question a line
+    if question_lines(path):  # the Hugging Face datasets layout, a question a line
         columns, skipped = collect_questions(_jsonl_records(path), path, skip_bad, max_samples, no_answer)
     else:
         text, obj = _json_file(path)

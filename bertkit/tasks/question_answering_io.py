@@ -109,10 +109,10 @@ class QuestionAnsweringIO:
 
 def is_squad_file(source: str) -> bool:
     """A `.json` input is a SQuAD file ({"data": [articles]}, or run_qa.py's {"data": [questions]}) unless it holds
-    a JSON object a line (`json_lines`); anything else JSONL."""
-    from ..data.squad import json_lines
+    a JSON object a line (`question_lines`); anything else JSONL."""
+    from ..data.squad import question_lines
 
-    return source != "-" and Path(source).suffix.lower() == ".json" and not json_lines(source)
+    return source != "-" and Path(source).suffix.lower() == ".json" and not question_lines(source)
 
 
 def check_ids(rows: list[dict], output_format: str, source: str = "-") -> list[dict]:
