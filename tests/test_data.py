@@ -80,12 +80,12 @@ def test_label_set_discovered_from_generic_training_file(tmp_path):
                                "text_column": "text", "label_names": []})
     train, evals, names = SequenceClassification.load_data(cfg)
     assert names == ["ham", "spam"] and train["label"] == [1, 0, 1] and evals["dev"]["label"] == [0]
-    write(tmp_path / "dev.csv", "text,label\nx,ham\ny,eggs\n")  # a label the training file lacks: said so (the
+    write(tmp_path / "dev.csv", "text,label\nx,ham\ny,eggs (fried)\n")  # a label the training file lacks: said so (the
     with pytest.raises(DataError) as e:  # general advice named --label-names '', which this run had given)
         SequenceClassification.load_data(cfg)
     assert (e.value.line, e.value.field) == (3, "label") and e.value.reason == (
-        "unknown label 'eggs' (the labels found in the training file: ham, spam; to train with more, list them all "
-        "with --label-names)")
+        "unknown label 'eggs (fried)' (the labels found in the training file: ham, spam; to train with more, list "
+        "them all with --label-names)")
 
 
 def test_fractional_labels_are_not_discovered_as_classes_but_name_regression(tmp_path):
